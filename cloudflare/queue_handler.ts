@@ -54,7 +54,7 @@ import {
   type CloudflareRetentionLimits,
   cloudflareRetentionRefusal,
 } from "../policy/_cloudflare_retention.ts";
-import { assertOptionNames } from "../policy/_validate.ts";
+import { assertOptionNames, show } from "../policy/_validate.ts";
 import { formatDuration } from "../policy/format_duration.ts";
 
 /** Cloudflare's longest message retention: 14 days, in seconds. */
@@ -379,7 +379,7 @@ function checkDeadLetterRetries(
   if (!Number.isInteger(retries) || retries < 0 || retries > 100) {
     throw new RangeError(
       `Cannot create queue handler as 'deadLetterMaxRetries' must be an integer in 0..100: current value is ${
-        String(retries)
+        show(retries)
       }`,
     );
   }
@@ -415,7 +415,7 @@ function checkRetentionAllowed(
     } to ${
       formatDuration(CLOUDFLARE_MAX_RETENTION_MS)
     } (a Cloudflare queue's message retention, 4 days unless set): current value is ${
-      String(value)
+      show(value)
     }`,
   );
 }
@@ -446,7 +446,7 @@ function checkRetentions(
       `Cannot create queue handler as 'deliveryDelayMs' must be whole seconds from 0 to ${
         formatDuration(CLOUDFLARE_MAX_DELIVERY_DELAY_MS)
       } (the queue's delivery delay, or the longest delaySeconds a producer sends with): current value is ${
-        String(deliveryDelayMs)
+        show(deliveryDelayMs)
       }`,
     );
   }
@@ -581,14 +581,14 @@ export function createQueueHandler(options: QueueHandlerOptions): QueueHandler {
   if (!Number.isInteger(maxRetries) || maxRetries < 0 || maxRetries > 100) {
     throw new RangeError(
       `Cannot create queue handler as 'maxRetries' must be an integer in 0..100: current value is ${
-        String(maxRetries)
+        show(maxRetries)
       }`,
     );
   }
   if (!Number.isInteger(concurrency) || concurrency < 1 || concurrency > 6) {
     throw new RangeError(
       `Cannot create queue handler as 'concurrency' must be an integer in 1..6 (a Worker holds 6 connections at a time): current value is ${
-        String(concurrency)
+        show(concurrency)
       }`,
     );
   }
@@ -613,7 +613,7 @@ export function createQueueHandler(options: QueueHandlerOptions): QueueHandler {
       `Cannot create queue handler as 'deadLetterQueue' is ${
         deadLetterQueue === undefined
           ? "missing"
-          : `not a queue's name: current value is ${String(deadLetterQueue)}`
+          : `not a queue's name: current value is ${show(deadLetterQueue)}`
       }: without a dead-letter queue Cloudflare deletes a message at its retry limit, and a job whose last delivery was busy or met the store down leaves its intent with no job and no dead letter. Set the consumer's dead_letter_queue in wrangler.toml, consume that queue with this handler (or another), and name it here`,
     );
   }

@@ -44,3 +44,80 @@ for (
     );
   });
 }
+
+// A Worker in JavaScript that passes its [vars] on as they are gives text:
+// "current value is 9" beside "must be an integer in 0..100" read as a
+// contradiction, and a value with no text (an object without a
+// prototype) met the engine's "Cannot convert object to primitive value".
+Deno.test("createQueueHandler() shows a number given as text quoted, and names a value with no text of its own, in each option's refusal", async () => {
+  const { createRelayer, MemoryStore, ScriptedSender } = await import(
+    "../../mod.ts"
+  );
+  const relayer = createRelayer({
+    store: new MemoryStore(),
+    sender: new ScriptedSender({}),
+  });
+  const base = {
+    relayer,
+    maxRetries: 9,
+    deadLetterQueue: "jobs-dlq",
+    deadLetterMaxRetries: 100,
+  };
+  const cases: [string, unknown, RegExp][] = [
+    [
+      "maxRetries",
+      "9",
+      /'maxRetries' must be an integer in 0\.\.100: current value is "9"$/,
+    ],
+    [
+      "maxRetries",
+      9n,
+      /'maxRetries' must be an integer in 0\.\.100: current value is 9n$/,
+    ],
+    [
+      "deadLetterMaxRetries",
+      "100",
+      /'deadLetterMaxRetries' must be an integer in 0\.\.100: current value is "100"$/,
+    ],
+    [
+      "concurrency",
+      "4",
+      /'concurrency' must be an integer in 1\.\.6 \(.*\): current value is "4"$/,
+    ],
+    [
+      "messageRetentionMs",
+      "86400000",
+      /'messageRetentionMs' must be whole seconds .*: current value is "86400000"$/,
+    ],
+    [
+      "deadLetterMessageRetentionMs",
+      "86400000",
+      /'deadLetterMessageRetentionMs' must be whole seconds .*: current value is "86400000"$/,
+    ],
+    [
+      "deliveryDelayMs",
+      "0",
+      /'deliveryDelayMs' must be whole seconds .*: current value is "0"$/,
+    ],
+    [
+      "maxRetries",
+      Object.create(null),
+      /'maxRetries' must be an integer in 0\.\.100: current value is \{\}$/,
+    ],
+    [
+      "deadLetterQueue",
+      Object.create(null),
+      /'deadLetterQueue' is not a queue's name: current value is \{\}: without a dead-letter queue/,
+    ],
+  ];
+  for (const [name, value, message] of cases) {
+    assert.throws(
+      () => createQueueHandler({ ...base, [name]: value } as never),
+      (error) =>
+        (error instanceof RangeError || error instanceof TypeError) &&
+        error.message.startsWith("Cannot create queue handler as ") &&
+        message.test(error.message),
+      `${name}: ${typeof value}`,
+    );
+  }
+});

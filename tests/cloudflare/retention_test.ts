@@ -238,8 +238,10 @@ Deno.test("createQueueHandler() refuses a message retention Cloudflare does not 
           name: "RangeError",
           message:
             `Cannot create queue handler as '${name}' must be whole seconds from 1m0s to 336h0m0s (a Cloudflare queue's message retention, 4 days unless set): current value is ${
-              String(value)
-            }`,
+              // Text quoted: "4d", not 4d.
+              typeof value === "string"
+                ? JSON.stringify(value)
+                : String(value)}`,
         },
       );
     }
@@ -287,7 +289,7 @@ Deno.test("createQueueHandler() counts a queue's delivery delay in the jobs queu
       name: "RangeError",
       message:
         `Cannot create queue handler as 'deliveryDelayMs' must be whole seconds from 0 to 24h0m0s (the queue's delivery delay, or the longest delaySeconds a producer sends with): current value is ${
-          String(value)
+          typeof value === "string" ? JSON.stringify(value) : String(value)
         }`,
     });
   }
