@@ -42,7 +42,7 @@ import {
 } from "./store/_postgres_socket.ts";
 import { type KvAtomic, type KvKey, type KvLike, KvStore } from "./store/kv.ts";
 import { whileLocked } from "./store/_group_commit.ts";
-import { secretForms } from "./policy/_walk.ts";
+import { secretMasker } from "./policy/_walk.ts";
 import { formatDuration } from "./policy/format_duration.ts";
 import {
   isTypeFetchLost,
@@ -212,14 +212,11 @@ const EXIT_GRACE_MS = 1_000;
 const ECHO_MS = 250;
 
 /**
- * `text` with the KV Connect access token replaced: as it is, as JSON
- * writes it (`\"`, `\\`), and with `/` escaped too.
+ * `text` with the KV Connect access token replaced, in each form
+ * {@linkcode secretMasker} knows (JSON's escapes, %-escapes, base64).
  */
 function maskToken(text: string, token: string): string {
-  for (const form of secretForms(token)) {
-    text = text.replaceAll(form, "<DENO_KV_ACCESS_TOKEN>");
-  }
-  return text;
+  return secretMasker([[token, "<DENO_KV_ACCESS_TOKEN>"]])(text);
 }
 
 /**
@@ -229,9 +226,10 @@ function maskToken(text: string, token: string): string {
  * header: that error reaches a delivery's answer and the log.
  */
 export function withoutToken(kv: Deno.Kv, token: string): KvLike {
+  const mask = secretMasker([[token, "<DENO_KV_ACCESS_TOKEN>"]]);
   const clean = (error: unknown): unknown => {
     if (error instanceof Error) {
-      const text = maskToken(error.message, token);
+      const text = mask(error.message);
       if (text !== error.message) {
         error.message = text;
         error.stack = `${error.name}: ${text}`;

@@ -286,27 +286,89 @@ export function cutAt(text: string, max: number): string {
 }
 
 /**
- * The forms a secret takes in text that echoes it: as it is, as JSON writes
- * it (`\"`, `\\`), and with `/` escaped too (`\/`), as some JSON writers do;
- * %-encoded, as a URL's path or query carries it (`%2F`, `%3D`; a space as
- * `%20` or `+`), which an answer that sends the request on to a login page
- * or a log link may do; and in base64 and base64url, wherever it starts in
+ * A function that replaces each secret of `secrets` with its mask, in
+ * every form text that echoes it may take: as it is; as JSON writes it
+ * (`\"`, `\\`, `\/`, `\n`) or escapes it with `\uXXXX` (.NET writes '+'
+ * as `\u002B`, '<', '>', '&' and '\'' alike; some writers every character
+ * that is not an ASCII letter or digit); %-encoded, as a URL's path or
+ * query carries it (`%2F` or `%2f`, a space also as `+`, the '%' itself
+ * also as `\u0025`); and in base64 and base64url, wherever it starts in
  * the bytes encoded (`Bearer <token>` encoded whole), as a dump of the
- * request's headers may write it (base64's `/` also as `\/`, in JSON).
+ * request's headers may write it, escaped alike. Each character may take
+ * any of its forms: text is masked only where it reads as the secret.
+ * Hex digits match in either case. An ASCII letter or digit matches only
+ * as it is, which no writer escapes.
+ *
+ * The patterns are built at the first call, not before: masking runs where
+ * a message is written for a failure, never on a request's way.
+ * The longest secret is replaced first: a value before a token it holds.
  */
-export function secretForms(secret: string): string[] {
-  const quoted = JSON.stringify(secret).slice(1, -1);
-  const encoded = encodeURIComponent(secret);
-  return [
-    ...new Set([
-      secret,
-      quoted,
-      quoted.replaceAll("/", "\\/"),
-      encoded,
-      new URLSearchParams({ s: secret }).toString().slice(2),
-      ...base64Forms(secret),
-    ]),
-  ];
+export function secretMasker(
+  secrets: Iterable<readonly [secret: string, mask: string]>,
+): (text: string) => string {
+  const given = [...secrets].filter(([secret]) => secret !== "");
+  let patterns: [RegExp, string][] | undefined;
+  return (text) => {
+    patterns ??= given
+      .sort((a, b) => b[0].length - a[0].length)
+      .map(([secret, mask]) => [
+        new RegExp(
+          [secret, ...base64Forms(secret)].map(escapedPattern).join("|"),
+          "g",
+        ),
+        mask,
+      ]);
+    for (const [pattern, mask] of patterns) {
+      text = text.replace(pattern, () => mask);
+    }
+    return text;
+  };
+}
+
+/** The escapes JSON writes for these characters, besides `\uXXXX`. */
+const JSON_ESCAPES: Readonly<Record<string, string>> = {
+  '"': '\\"',
+  "\\": "\\\\",
+  "/": "\\/",
+  "\b": "\\b",
+  "\f": "\\f",
+  "\n": "\\n",
+  "\r": "\\r",
+  "\t": "\\t",
+};
+
+/** A pattern of `text` in which each character may take any of its forms. */
+function escapedPattern(text: string): string {
+  let pattern = "";
+  for (const char of text) {
+    if (/^[A-Za-z0-9]$/.test(char)) {
+      pattern += char;
+      continue;
+    }
+    const forms = [char.replace(/[\\^$.*+?()[\]{}|\/-]/g, "\\$&")];
+    const json = JSON_ESCAPES[char];
+    if (json !== undefined) forms.push(json.replace(/\\/g, "\\\\"));
+    let unicode = "";
+    for (let i = 0; i < char.length; i++) {
+      unicode += `\\\\u${hexPattern(char.charCodeAt(i), 4)}`;
+    }
+    forms.push(unicode);
+    let percent = "";
+    for (const byte of new TextEncoder().encode(char)) {
+      percent += `(?:%|\\\\u0025)${hexPattern(byte, 2)}`;
+    }
+    forms.push(percent);
+    if (char === " ") forms.push("\\+");
+    pattern += `(?:${forms.join("|")})`;
+  }
+  return pattern;
+}
+
+/** `value` in `width` hex digits, each letter in either case. */
+function hexPattern(value: number, width: number): string {
+  return [...value.toString(16).padStart(width, "0")].map((digit) =>
+    /[a-f]/.test(digit) ? `[${digit}${digit.toUpperCase()}]` : digit
+  ).join("");
 }
 
 /** Base64 text shorter than this is not masked: it would mask common words. */
@@ -332,13 +394,7 @@ function base64Forms(secret: string): string[] {
     const to = Math.floor((padded.length * 8) / 6);
     const form = text.slice(from, to);
     if (form.length < MIN_BASE64_FORM) continue;
-    // Base64's '/' escaped too, as a JSON writer that escapes it writes
-    // a dump of the headers.
-    forms.push(
-      form,
-      form.replaceAll("/", "\\/"),
-      form.replaceAll("+", "-").replaceAll("/", "_"),
-    );
+    forms.push(form, form.replaceAll("+", "-").replaceAll("/", "_"));
   }
   return forms;
 }

@@ -32,7 +32,7 @@
  * @module
  */
 
-import { messageOf, secretForms } from "../policy/_walk.ts";
+import { messageOf, secretMasker } from "../policy/_walk.ts";
 import { assertOptionNames, MAX_TIMER_MS, show } from "../policy/_validate.ts";
 import { formatDuration } from "../policy/format_duration.ts";
 import { notSent, poison } from "../policy/sentinels.ts";
@@ -210,8 +210,12 @@ export class HttpSender implements Sender {
   /** The headers of a GET and of a POST, built once: every delivery sends one. */
   #getHeaders: [string, string][];
   #postHeaders: [string, string][];
-  /** What must never appear in a message, and what stands in its place. */
-  #secrets: [string, string][];
+  /**
+   * Replaces what must never appear in a message with what stands in its
+   * place: run only where a message is written, never on an answer that
+   * needs none.
+   */
+  #scrub: (text: string) => string;
 
   /**
    * Constructs a new instance and checks its options.
@@ -265,7 +269,7 @@ export class HttpSender implements Sender {
         "Cannot create HttpSender as 'headers' must be valid HTTP headers",
       );
     }
-    this.#secrets = secretsOf(this.#base, configured);
+    this.#scrub = secretMasker(secretsOf(this.#base, configured));
     if (!configured.has("accept")) configured.set("accept", "application/json");
     this.#getHeaders = [...configured];
     configured.set("content-type", "application/json");
@@ -336,8 +340,7 @@ export class HttpSender implements Sender {
       ) return { txHash };
       if (typeof txHash === "string" && txHash !== "") {
         // Not notSent: the signer says it broadcast, so money may move.
-        // Its start scrubbed again: decoded from JSON, its escapes
-        // (`\u0053`) hid it from the scrub of the raw body.
+        // Its start scrubbed: the signer may echo a header there.
         throw new Error(
           `signer answered ${answer.status} with an unusable txHash (${txHash.length} characters, starting ${
             show(upTo(this.#scrub(txHash), 16))
@@ -567,22 +570,15 @@ export class HttpSender implements Sender {
       );
     }
     // A signer (or a proxy before it) may echo the request: what it says
-    // reaches logs, answers to the queue and the intent's record.
+    // is scrubbed where a message quotes it (errorText, shownBody), not
+    // here, which every answer passes.
     return {
       status: response.status,
-      statusText: this.#scrub(response.statusText),
+      statusText: response.statusText,
       ok: response.ok,
-      text: this.#scrub(text.text),
+      text: text.text,
       truncated: text.truncated,
     };
-  }
-
-  /** `text` with every secret of this sender replaced. */
-  #scrub(text: string): string {
-    for (const [secret, mask] of this.#secrets) {
-      text = text.replaceAll(secret, mask);
-    }
-    return text;
   }
 
   /**
@@ -619,7 +615,7 @@ export class HttpSender implements Sender {
 function secretsOf(base: string, headers: Headers): [string, string][] {
   const secrets: [string, string][] = [];
   const add = (secret: string, mask: string) => {
-    for (const form of secretForms(secret)) secrets.push([form, mask]);
+    secrets.push([secret, mask]);
   };
   const { origin, pathname } = new URL(base);
   if (pathname.length >= 8) {
@@ -649,8 +645,9 @@ function secretsOf(base: string, headers: Headers): [string, string][] {
     }
     for (const piece of pieces) if (piece.length >= 6) add(piece, mask);
   }
-  // The longest first: a value before the token it holds.
-  return secrets.sort((a, b) => b[0].length - a[0].length);
+  // secretMasker replaces the longest first: a value before the token it
+  // holds.
+  return secrets;
 }
 
 /**
@@ -748,7 +745,7 @@ function errorText(
   if (typeof error === "string" && clip(error) !== "") {
     return clip(scrub(error));
   }
-  const text = clip(answer.statusText) || shownBody(answer, scrub) ||
+  const text = clip(scrub(answer.statusText)) || shownBody(answer, scrub) ||
     "no error message";
   // A 404 the signer did not explain, on /send, is most often a base URL
   // with a path the signer does not serve: every send would so end in
@@ -759,19 +756,13 @@ function errorText(
 }
 
 /**
- * The body for a message: a JSON body decoded, each of its strings
- * scrubbed, then written again (its escapes, `\u0053`, could hide a
- * secret from the scrub of the raw text); any other body as scrubbed.
- * Cut to one line.
+ * The body for a message, scrubbed: a JSON body decoded and written again
+ * (keys and strings alike scrubbed in what it writes), any other body as
+ * it came. Cut to one line.
  */
 function shownBody(answer: Answer, scrub: (text: string) => string): string {
   const json = parseJson(answer);
-  return clip(
-    json === undefined ? scrub(answer.text) : JSON.stringify(
-      json,
-      (_key, value) => typeof value === "string" ? scrub(value) : value,
-    ),
-  );
+  return clip(scrub(json === undefined ? answer.text : JSON.stringify(json)));
 }
 
 /**

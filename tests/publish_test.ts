@@ -387,6 +387,50 @@ Deno.test("qstashPublisher() never repeats its token in an error, though the ans
   assert.match(error.message, /<QSTASH_TOKEN>/);
 });
 
+Deno.test("qstashPublisher() never repeats its token in an error, though the answer echoes it with lower-case %-escapes or JSON's \\u escapes", async () => {
+  // Some servers write %-escapes in lower case (%2f); .NET's JSON writer
+  // escapes '+', '<', '>', '&' and '\'' as \u002B and the like, and some
+  // writers every character that is not a letter or a digit; the token's
+  // base64, in a dump of the headers, is escaped alike.
+  const token = "QSTOK/0123456789+<ab&'cd>==";
+  const lower = (text: string) =>
+    text.replace(/%[0-9A-F]{2}/g, (escape) => escape.toLowerCase());
+  const dotnet = (text: string) =>
+    JSON.stringify(text).slice(1, -1).replace(
+      /[+<>&']/g,
+      (c) =>
+        `\\u${c.charCodeAt(0).toString(16).toUpperCase().padStart(4, "0")}`,
+    );
+  const everyOther = (text: string) =>
+    text.replace(
+      /[^A-Za-z0-9]/g,
+      (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, "0")}`,
+    );
+  const echoes = [
+    (auth: string) => `/login?auth=${lower(encodeURIComponent(auth))}`,
+    (auth: string) =>
+      `/login?${lower(new URLSearchParams({ auth }).toString())}`,
+    (auth: string) => `{"sent":"${dotnet(auth)}"}`,
+    (auth: string) => `{"b64":"${dotnet(btoa(auth))}"}`,
+    (auth: string) => `{"sent":"${everyOther(auth)}"}`,
+    (auth: string) => `{"as":"${everyOther(encodeURIComponent(auth))}"}`,
+  ];
+  for (const echo of echoes) {
+    const error = await echoedPublishError(token, (auth) =>
+      // Text that is not the token stays as it was.
+      new Response(`next=%2fhome, \\u002B1: ${echo(auth)}`, {
+        status: 401,
+      }));
+    assert.ok(!error.message.includes("0123456789"), error.message);
+    assert.ok(!error.message.includes("TVRPSy8w"), error.message);
+    assert.match(error.message, /<QSTASH_TOKEN>/);
+    assert.ok(
+      error.message.includes("(HTTP 401): next=%2fhome, \\u002B1: "),
+      error.message,
+    );
+  }
+});
+
 Deno.test("qstashPublisher() refuses a publicUrl with a query, a fragment or the /v1/qstash route, which the routes would be appended after", () => {
   for (
     const publicUrl of [

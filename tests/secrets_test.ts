@@ -4,7 +4,7 @@
  * searched for each configured secret.
  */
 import assert from "node:assert/strict";
-import { openService, withoutToken } from "../main.ts";
+import { openService, remoteKvRefusal, withoutToken } from "../main.ts";
 import { KvStore } from "../store/kv.ts";
 import { hmacSignature } from "../webhook/_auth.ts";
 import { loadConfig } from "../webhook/config.ts";
@@ -312,3 +312,26 @@ Deno.test(
     }
   }),
 );
+
+Deno.test("remoteKvRefusal() masks DENO_KV_ACCESS_TOKEN in lower-case %-escapes and JSON's \\u escapes, and leaves other text be", () => {
+  const token = "Kv/pass+2024<&'>x";
+  const lower = encodeURIComponent(token).replace(
+    /%[0-9A-F]{2}/g,
+    (escape) => escape.toLowerCase(),
+  );
+  // .NET's JSON writer: '+', '<', '>', '&' and '\'' as \u002B and so on.
+  const dotnet = token.replace(
+    /[+<>&']/g,
+    (c) => `\\u${c.charCodeAt(0).toString(16).toUpperCase().padStart(4, "0")}`,
+  );
+  const everyOther = token.replace(
+    /[^A-Za-z0-9]/g,
+    (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, "0")}`,
+  );
+  for (const echo of [lower, dotnet, everyOther]) {
+    assert.equal(
+      remoteKvRefusal(new Error(`401 at /kv%2fdb: you sent ${echo}`), token),
+      "401 at /kv%2fdb: you sent <DENO_KV_ACCESS_TOKEN>",
+    );
+  }
+});

@@ -11,7 +11,7 @@
  */
 
 import { ROUTE_AT_END } from "./_routes.ts";
-import { cutAt, secretForms } from "../policy/_walk.ts";
+import { cutAt, secretMasker } from "../policy/_walk.ts";
 import { assertOptionNames, MAX_TIMER_MS } from "../policy/_validate.ts";
 import { sha256 } from "@noble/hashes/sha2.js";
 import { bytesToHex } from "@noble/hashes/utils.js";
@@ -395,9 +395,7 @@ function loggable(cause: unknown, token: string): string {
   if (inner instanceof Error && !text.includes(inner.message)) {
     text = `${text} (${inner.message})`;
   }
-  for (const form of secretForms(token)) {
-    text = text.replaceAll(form, "<QSTASH_TOKEN>");
-  }
+  text = secretMasker([[token, "<QSTASH_TOKEN>"]])(text);
   text = text.replace(/\s+/g, " ").trim();
   return text.length > 200 ? `${cutAt(text, 200)}…` : text;
 }

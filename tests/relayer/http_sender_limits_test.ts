@@ -343,3 +343,36 @@ Deno.test("HttpSender.send() masks a header's value in an unusable txHash the si
     );
   }
 });
+
+Deno.test("HttpSender() masks a header's value in lower-case %-escapes and in JSON's \\u escapes of any character, and leaves other text be", async () => {
+  const token = "SGN/0123456789+<&'>";
+  const lower = encodeURIComponent(token).replace(
+    /%[0-9A-F]{2}/g,
+    (escape) => escape.toLowerCase(),
+  );
+  const dotnet = token.replace(
+    /[+<>&']/g,
+    (c) => `\\u${c.charCodeAt(0).toString(16).toUpperCase().padStart(4, "0")}`,
+  );
+  for (
+    const body of [
+      `see /login?next=%2fhome&auth=${lower}`,
+      `{"echo":"${dotnet}","next":"%2fhome"}`,
+    ]
+  ) {
+    const sender = new HttpSender({
+      url: "https://signer.example",
+      headers: { "x-api-key": token },
+      fetch: () => Promise.resolve(new Response(body, { status: 500 })),
+    });
+    await assert.rejects(
+      sender.receipt("0xabc"),
+      (error: Error) => {
+        assert.ok(!error.message.includes("0123456789"), error.message);
+        assert.match(error.message, /<x-api-key header>/);
+        assert.match(error.message, /%2fhome/);
+        return true;
+      },
+    );
+  }
+});
