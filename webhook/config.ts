@@ -449,14 +449,20 @@ export function databaseUrl(
   // refusal to open would show. An '@' in a query parameter's value, after
   // a userinfo that ended at its own '@', is a setting postgres.js sends
   // the server (?application_name=relayer@eu-west): taken.
+  const rest = head === null ? "" : value.slice(head[0].length);
   if (
-    head !== null && value.slice(head[0].length).includes("@") &&
-    !(authority.includes("@") &&
-      onlyInQueryValues(value.slice(head[0].length)))
+    rest.includes("@") && !(authority.includes("@") && onlyInQueryValues(rest))
   ) {
+    // After a userinfo that ended at its own '@', an '@' in the path is
+    // most likely the database name's own (postgres.js would take it, but
+    // a password's raw '/' reads alike): name both.
+    const inPath = authority.includes("@") &&
+      /^[^?#]*@/.test(rest);
     throw new ConfigError(
       "DATABASE_URL",
-      `${shape}: an '@' comes after its host: a raw '/', '?' or '#' in the user or password ends the host early, so write them as %2F, %3F and %23 (the value is not shown: it may hold a password)`,
+      inPath
+        ? `${shape}: an '@' comes after its host: write an '@' in the database name as %40, and a raw '/', '?' or '#' in the user or password, which ends the host early, as %2F, %3F and %23 (the value is not shown: it may hold a password)`
+        : `${shape}: an '@' comes after its host: a raw '/', '?' or '#' in the user or password ends the host early, so write them as %2F, %3F and %23 (the value is not shown: it may hold a password)`,
     );
   }
   if (authority.slice(authority.lastIndexOf("@") + 1).includes(",")) {

@@ -369,6 +369,31 @@ Deno.test("loadConfig() takes a DATABASE_URL whose query value holds an '@' afte
   }
 });
 
+Deno.test("loadConfig() refuses a DATABASE_URL whose database name holds a raw '@' in words that name the database name and %40", () => {
+  for (
+    const value of [
+      "postgres://relayer:s3cret-pw@db.internal/pay@ments",
+      "postgres://relayer:s3cret-pw@db.internal:5432/team@eu?sslmode=disable",
+    ]
+  ) {
+    const error = refusal({ DATABASE_URL: value });
+    assert.equal(error.setting, "DATABASE_URL");
+    assert.match(
+      error.message,
+      /^DATABASE_URL must be a PostgreSQL URL .*: an '@' comes after its host: write an '@' in the database name as %40, and a raw '\/', '\?' or '#' in the user or password, which ends the host early, as %2F, %3F and %23 \(the value is not shown: it may hold a password\)$/,
+    );
+    assert.ok(!error.message.includes("s3cret-pw"), error.message);
+  }
+  // Written %40, the name is taken and described as it reads.
+  assert.equal(
+    loadConfig({
+      ...base,
+      DATABASE_URL: "postgres://relayer:s3cret-pw@db.internal/pay%40ments",
+    }).database?.description,
+    "PostgreSQL db.internal/pay@ments, no TLS",
+  );
+});
+
 Deno.test("loadConfig() refuses KV_QUEUE, KV_PATH or KV_URL together with DATABASE_URL", () => {
   const url = "postgres://relayer:pw@127.0.0.1:5432/payments";
   const queue = refusal({ DATABASE_URL: url, KV_QUEUE: "1" });
