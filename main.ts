@@ -213,23 +213,46 @@ const ECHO_MS = 250;
 
 /**
  * `text` with the KV Connect access token replaced, in each form
- * {@linkcode secretMasker} knows (JSON's escapes, %-escapes, base64).
+ * {@linkcode secretMasker} knows (JSON's escapes, %-escapes, base64), then
+ * any other credential after `Bearer` ({@linkcode maskBearer}).
  */
-function maskToken(text: string, token: string): string {
-  return secretMasker([[token, "<DENO_KV_ACCESS_TOKEN>"]])(text);
+function maskToken(text: string, token: string | undefined): string {
+  return maskBearer(
+    token ? secretMasker([[token, "<DENO_KV_ACCESS_TOKEN>"]])(text) : text,
+  );
+}
+
+/**
+ * A credential after `Bearer` and a space (or `%20`, `+`, `\u0020`), its
+ * characters as a header carries them or as JSON or a URL escapes them.
+ */
+const BEARER_CREDENTIAL =
+  /\b(Bearer(?:\s|%20|\+|\\u0020)+)(?:[\w.~+/=-]|\\\/|%[0-9A-Fa-f]{2}|\\u[0-9A-Fa-f]{4})+/gi;
+
+/**
+ * `text` with any credential after `Bearer` replaced: KV Connect's data
+ * path is called with the token the metadata exchange gave, a credential
+ * to the database until the metadata expires, and Deno's error quotes the
+ * data endpoint's refusal, which may echo it. Its value is Deno's alone,
+ * so it is found by its scheme: an echo without `Bearer` before it is not.
+ */
+function maskBearer(text: string): string {
+  return text.replace(BEARER_CREDENTIAL, "$1<KV Connect token>");
 }
 
 /**
  * A KV Connect handle whose errors never carry its access token. Deno
  * fetches the database's metadata again when it expires, and a refused
  * fetch quotes the endpoint's answer, which may echo the `Authorization`
- * header: that error reaches a delivery's answer and the log.
+ * header: that error reaches a delivery's answer and the log. A refused
+ * read or write quotes the data endpoint's answer alike, which may echo
+ * the token the metadata gave: masked after its `Bearer`.
  */
 export function withoutToken(kv: Deno.Kv, token: string): KvLike {
   const mask = secretMasker([[token, "<DENO_KV_ACCESS_TOKEN>"]]);
   const clean = (error: unknown): unknown => {
     if (error instanceof Error) {
-      const text = mask(error.message);
+      const text = maskBearer(mask(error.message));
       if (text !== error.message) {
         error.message = text;
         error.stack = `${error.name}: ${text}`;
@@ -281,7 +304,9 @@ export function withoutToken(kv: Deno.Kv, token: string): KvLike {
 /**
  * Why a KV Connect database could not be opened, in one line of at most
  * 300 characters. Deno's error quotes the metadata endpoint's answer, which
- * may echo the Authorization header: the access token is replaced.
+ * may echo the Authorization header: the access token is replaced, and any
+ * other credential after `Bearer` (the data path's token, in a refused
+ * read's answer).
  *
  * @param error What `Deno.openKv(url)` threw.
  * @param token The access token to keep out (`DENO_KV_ACCESS_TOKEN`).
@@ -305,8 +330,7 @@ export function remoteKvRefusal(
 ): string {
   const message = error instanceof Error ? error.message : String(error);
   // Masked before white space is collapsed: a token may hold a run of it.
-  const text = (token ? maskToken(message, token) : message)
-    .replace(/\s+/g, " ");
+  const text = maskToken(message, token).replace(/\s+/g, " ");
   return text.length > 300 ? `${text.slice(0, 300)}…` : text;
 }
 

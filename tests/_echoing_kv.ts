@@ -80,6 +80,18 @@ export function readRefusingKv(): Deno.HttpServer<Deno.NetAddr> {
 
 /**
  * A KV Connect endpoint whose metadata exchange succeeds and whose data
+ * path refuses every call with {@linkcode echoedRefusal}: the refusal
+ * quotes the data-path token the metadata gave (`data-path-token`), a
+ * credential to the database until the metadata expires. Serves on
+ * 127.0.0.1 at a free port; its metadata URL is
+ * `http://127.0.0.1:<port>/kv`.
+ */
+export function dataEchoingKv(): Deno.HttpServer<Deno.NetAddr> {
+  return serveKvConnect(echoedRefusal);
+}
+
+/**
+ * A KV Connect endpoint whose metadata exchange succeeds and whose data
  * path never answers a read (it answers only once the caller is gone, so
  * the server can shut down), as a database behind a stalled network could.
  * Serves on 127.0.0.1 at a free port; its metadata URL is
