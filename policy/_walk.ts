@@ -345,7 +345,9 @@ function escapedPattern(text: string): string {
       pattern += char;
       continue;
     }
-    const forms = [char.replace(/[\\^$.*+?()[\]{}|\/-]/g, "\\$&")];
+    // The escapes before the character as it is: at the secret's end, an
+    // escape must be taken whole (`\\`, `%25`), not its first character.
+    const forms: string[] = [];
     const json = JSON_ESCAPES[char];
     if (json !== undefined) forms.push(json.replace(/\\/g, "\\\\"));
     let unicode = "";
@@ -359,6 +361,7 @@ function escapedPattern(text: string): string {
     }
     forms.push(percent);
     if (char === " ") forms.push("\\+");
+    forms.push(char.replace(/[\\^$.*+?()[\]{}|\/-]/g, "\\$&"));
     pattern += `(?:${forms.join("|")})`;
   }
   return pattern;

@@ -1,0 +1,71 @@
+/**
+ * secretMasker finds a secret in each form an echo of it may take, and
+ * leaves text that does not read as the secret as it was.
+ */
+import assert from "node:assert/strict";
+import { secretMasker } from "../../policy/_walk.ts";
+
+const unicode = (text: string, upper = false) =>
+  [...text].map((char) =>
+    /^[A-Za-z0-9]$/.test(char) ? char : [...Array(char.length).keys()].map(
+      (i) => {
+        const hex = char.charCodeAt(i).toString(16).padStart(4, "0");
+        return `\\u${upper ? hex.toUpperCase() : hex}`;
+      },
+    ).join("")
+  ).join("");
+
+Deno.test("secretMasker() masks a secret as it is, JSON-escaped, \\u-escaped in either case, %-encoded in either case, and in base64", () => {
+  const secret = 'tok/1+2 x%é😀"\\';
+  const mask = secretMasker([[secret, "<T$&>"]]);
+  const forms = [
+    secret,
+    JSON.stringify(secret).slice(1, -1),
+    JSON.stringify(secret).slice(1, -1).replaceAll("/", "\\/"),
+    unicode(secret),
+    unicode(secret, true),
+    encodeURIComponent(secret),
+    encodeURIComponent(secret).toLowerCase(),
+    new URLSearchParams({ s: secret }).toString().slice(2),
+    // A %-escape written in JSON by a writer that escapes every other
+    // character: its '%' as \u0025.
+    unicode(encodeURIComponent(secret)),
+    // Escaped one character one way, the next another.
+    'tok%2F1\\u002b2+x%25\\u00e9%F0%9F%98%80\\"%5c',
+  ];
+  for (const form of forms) {
+    // The mask as given: `$&` is not a replacement pattern here.
+    assert.equal(mask(`a ${form} b`), "a <T$&> b", form);
+  }
+  const bytes = new TextEncoder().encode(`Bearer ${secret}`);
+  const b64 = btoa(String.fromCharCode(...bytes));
+  assert.ok(!mask(b64).includes(b64.slice(12, 30)), mask(b64));
+});
+
+Deno.test("secretMasker() leaves text that does not read as the secret, and an empty secret, as it was", () => {
+  const mask = secretMasker([["ab/cd+ef", "<S>"], ["", "<E>"]]);
+  for (
+    const text of [
+      "ab/cd+eF",
+      "ab%2gcd+ef",
+      "ab\\u002cd+ef",
+      "AB%2Fcd+ef",
+      "ab/cd ef",
+      "next=%2fhome, \\u002B1",
+    ]
+  ) {
+    assert.equal(mask(text), text);
+  }
+  assert.equal(mask("x ab%2fcd%2Bef y"), "x <S> y");
+});
+
+Deno.test("secretMasker() replaces the longest secret first: a header's value before the token it holds", () => {
+  const mask = secretMasker([
+    ["tok_0123456789", "<token>"],
+    ["Bearer tok_0123456789", "<authorization>"],
+  ]);
+  assert.equal(
+    mask("sent Bearer%20tok_0123456789, then tok_0123456789"),
+    "sent <authorization>, then <token>",
+  );
+});
