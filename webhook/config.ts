@@ -453,16 +453,18 @@ export function databaseUrl(
   if (
     rest.includes("@") && !(authority.includes("@") && onlyInQueryValues(rest))
   ) {
-    // After a userinfo that ended at its own '@', an '@' in the path is
-    // most likely the database name's own (postgres.js would take it, but
-    // a password's raw '/' reads alike): name both.
-    const inPath = authority.includes("@") &&
-      /^[^?#]*@/.test(rest);
+    // An '@' in the path may be the database name's own (postgres.js
+    // would take it) or a password's, cut short by a raw '/': name both,
+    // the database name first after a userinfo that ended at its own '@'.
+    const inPath = /^[^?#]*@/.test(rest);
+    const hidden = "(the value is not shown: it may hold a password)";
     throw new ConfigError(
       "DATABASE_URL",
-      inPath
-        ? `${shape}: an '@' comes after its host: write an '@' in the database name as %40, and a raw '/', '?' or '#' in the user or password, which ends the host early, as %2F, %3F and %23 (the value is not shown: it may hold a password)`
-        : `${shape}: an '@' comes after its host: a raw '/', '?' or '#' in the user or password ends the host early, so write them as %2F, %3F and %23 (the value is not shown: it may hold a password)`,
+      inPath && authority.includes("@")
+        ? `${shape}: an '@' comes after its host: write an '@' in the database name as %40, and a raw '/', '?' or '#' in the user or password, which ends the host early, as %2F, %3F and %23 ${hidden}`
+        : `${shape}: an '@' comes after its host: a raw '/', '?' or '#' in the user or password ends the host early, so write them as %2F, %3F and %23${
+          inPath ? ", and an '@' in the database name as %40" : ""
+        } ${hidden}`,
     );
   }
   if (authority.slice(authority.lastIndexOf("@") + 1).includes(",")) {

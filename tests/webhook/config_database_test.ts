@@ -323,7 +323,13 @@ Deno.test("loadConfig() refuses a DATABASE_URL whose raw '/', '?' or '#' in the 
     assert.equal(error.setting, "DATABASE_URL");
     assert.match(
       error.message,
-      /^DATABASE_URL must be a PostgreSQL URL .*: an '@' comes after its host: a raw '\/', '\?' or '#' in the user or password ends the host early, so write them as %2F, %3F and %23 \(the value is not shown: it may hold a password\)$/,
+      /^DATABASE_URL must be a PostgreSQL URL .*: an '@' comes after its host: a raw '\/', '\?' or '#' in the user or password ends the host early, so write them as %2F, %3F and %23(, and an '@' in the database name as %40)? \(the value is not shown: it may hold a password\)$/,
+    );
+    // An '@' in what reads as the path may be the database name's too.
+    assert.equal(
+      error.message.includes("%40"),
+      /^[^?#]*\/[^?#]*@/.test(value.slice("postgres://".length)),
+      error.message,
     );
     assert.ok(!error.message.includes("s3cret-pw"), error.message);
     assert.ok(!error.message.includes("relayer:"), error.message);
@@ -384,6 +390,12 @@ Deno.test("loadConfig() refuses a DATABASE_URL whose database name holds a raw '
     );
     assert.ok(!error.message.includes("s3cret-pw"), error.message);
   }
+  // Without credentials the '@' may be the database name's too, or a
+  // password's cut short by a raw '/': both are named.
+  assert.match(
+    refusal({ DATABASE_URL: "postgres://db.internal/pay@ments" }).message,
+    /: an '@' comes after its host: a raw '\/', '\?' or '#' in the user or password ends the host early, so write them as %2F, %3F and %23, and an '@' in the database name as %40 \(the value is not shown: it may hold a password\)$/,
+  );
   // Written %40, the name is taken and described as it reads.
   assert.equal(
     loadConfig({
