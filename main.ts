@@ -234,10 +234,19 @@ const BEARER_CREDENTIAL =
  * path is called with the token the metadata exchange gave, a credential
  * to the database until the metadata expires, and Deno's error quotes the
  * data endpoint's refusal, which may echo it. Its value is Deno's alone,
- * so it is found by its scheme: an echo without `Bearer` before it is not.
+ * so it is found by its scheme: an echo without `Bearer` before it is not,
+ * nor one of fewer than 20 letters alone, which reads as a word.
  */
 function maskBearer(text: string): string {
-  return text.replace(BEARER_CREDENTIAL, "$1<KV Connect token>");
+  return text.replace(
+    BEARER_CREDENTIAL,
+    (credential, scheme: string) =>
+      // A word of prose (`a Bearer token.`) is left: letters alone, and
+      // shorter than a token of letters alone would be.
+      /^[A-Za-z]{1,19}[.=]?$/.test(credential.slice(scheme.length))
+        ? credential
+        : `${scheme}<KV Connect token>`,
+  );
 }
 
 /**

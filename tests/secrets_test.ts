@@ -366,3 +366,13 @@ Deno.test(
     }
   }),
 );
+
+Deno.test("remoteKvRefusal() keeps a word after 'Bearer' that is no credential", () => {
+  assert.equal(
+    remoteKvRefusal(
+      new Error("401: expected a Bearer token. Bearer authentication failed"),
+      "tok_unused_0123",
+    ),
+    "401: expected a Bearer token. Bearer authentication failed",
+  );
+});
