@@ -290,9 +290,10 @@ export function cutAt(text: string, max: number): string {
  * every form text that echoes it may take: as it is; as JSON writes it
  * (`\"`, `\\`, `\/`, `\n`) or escapes it with `\uXXXX` (.NET writes '+'
  * as `\u002B`, '<', '>', '&' and '\'' alike; some writers every character
- * that is not an ASCII letter or digit); %-encoded, as a URL's path or
- * query carries it (`%2F` or `%2f`, a space also as `+`, the '%' itself
- * also as `\u0025`); and in base64 and base64url, wherever it starts in
+ * that is not an ASCII letter or digit), up to three levels deep (JSON
+ * quoted in JSON); %-encoded, as a URL's path or query carries it (`%2F`
+ * or `%2f`, a space also as `+`, the '%' itself also as `\u0025`); and in
+ * base64 and base64url, wherever it starts in
  * the bytes encoded (`Bearer <token>` encoded whole), as a dump of the
  * request's headers may write it, escaped alike. Each character may take
  * any of its forms: text is masked only where it reads as the secret.
@@ -300,8 +301,8 @@ export function cutAt(text: string, max: number): string {
  * as it is, which no writer escapes.
  *
  * The patterns are built at the first call, not before: masking runs where
- * a message is written for a failure, never on a request's way.
- * The longest secret is replaced first: a value before a token it holds.
+ * a message is written for a failure, never on a request's way. The
+ * longest secret is replaced first: a value before a token it holds.
  */
 export function secretMasker(
   secrets: Iterable<readonly [secret: string, mask: string]>,
@@ -349,22 +350,33 @@ function escapedPattern(text: string): string {
     // escape must be taken whole (`\\`, `%25`), not its first character.
     const forms: string[] = [];
     const json = JSON_ESCAPES[char];
-    if (json !== undefined) forms.push(json.replace(/\\/g, "\\\\"));
+    // One backslash to seven: JSON written in a string of JSON again (a
+    // gateway's answer quoting an upstream's) doubles each, up to three
+    // levels deep. A bound, not `+`: a long run of backslashes in an
+    // answer is then read in linear time.
+    if (json !== undefined) {
+      forms.push(`\\\\{1,7}${escapeRegExp(json.slice(1))}`);
+    }
     let unicode = "";
     for (let i = 0; i < char.length; i++) {
-      unicode += `\\\\u${hexPattern(char.charCodeAt(i), 4)}`;
+      unicode += `\\\\{1,7}u${hexPattern(char.charCodeAt(i), 4)}`;
     }
     forms.push(unicode);
     let percent = "";
     for (const byte of new TextEncoder().encode(char)) {
-      percent += `(?:%|\\\\u0025)${hexPattern(byte, 2)}`;
+      percent += `(?:%|\\\\{1,7}u0025)${hexPattern(byte, 2)}`;
     }
     forms.push(percent);
     if (char === " ") forms.push("\\+");
-    forms.push(char.replace(/[\\^$.*+?()[\]{}|\/-]/g, "\\$&"));
+    forms.push(escapeRegExp(char));
     pattern += `(?:${forms.join("|")})`;
   }
   return pattern;
+}
+
+/** `text` as a pattern that matches it alone. */
+function escapeRegExp(text: string): string {
+  return text.replace(/[\\^$.*+?()[\]{}|\/-]/g, "\\$&");
 }
 
 /** `value` in `width` hex digits, each letter in either case. */

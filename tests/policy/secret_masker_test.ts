@@ -69,3 +69,23 @@ Deno.test("secretMasker() replaces the longest secret first: a header's value be
     "sent <authorization>, then <token>",
   );
 });
+
+Deno.test("secretMasker() masks a secret JSON-escaped twice, as a gateway writes an upstream's JSON answer in a string of its own", () => {
+  const secret = 'tok/1+2"x\\y<z';
+  const mask = secretMasker([[secret, "<T>"]]);
+  const once = JSON.stringify({ error: `you sent ${secret}` });
+  const dotnet = (text: string) =>
+    text.replace(/[+<>&']/g, (c) => `\\u00${c.charCodeAt(0).toString(16)}`);
+  for (
+    const text of [
+      JSON.stringify({ upstream: once }),
+      JSON.stringify({ upstream: once.replaceAll("/", "\\/") }),
+      JSON.stringify({ upstream: dotnet(once) }),
+      dotnet(JSON.stringify({ upstream: dotnet(once) })),
+    ]
+  ) {
+    const masked = mask(text);
+    assert.ok(masked.includes("you sent <T>"), `${text} -> ${masked}`);
+    assert.ok(!masked.includes("tok"), masked);
+  }
+});
