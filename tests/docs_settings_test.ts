@@ -266,3 +266,42 @@ Deno.test("the Cloudflare Worker's settings docs/routes.md says the service neve
   assert.throws(() => loadConfig(example), /CLOUDFLARE_MAX_RETRIES is 3/);
   loadConfig(serviceSettings(example));
 });
+
+/**
+ * Whether `quote`, a line as the docs quote it (`…` for what they leave
+ * out), is `line`: its parts between the `…`s each there, in order, the
+ * first at its start.
+ */
+function quotes(quote: string, line: string): boolean {
+  const parts = quote.split("…").map((part) => part.trim());
+  let at = 0;
+  for (const [i, part] of parts.entries()) {
+    if (part === "") continue;
+    const found = line.indexOf(part, at);
+    if (found < 0 || (i === 0 && found !== 0)) return false;
+    at = found + part.length;
+  }
+  return true;
+}
+
+Deno.test("the start's refusal docs/routes.md quotes is what the service says, with the default CLOCK_SKEW", async () => {
+  const doc = (await Deno.readTextFile(new URL("docs/routes.md", ROOT)))
+    .replace(/\s+/g, " ");
+  const quoted =
+    /The service refuses to start on a bad setting, with one line that names it: `(relayer: cannot start: The policy's rescue window is ([^ ]+) [^`]*)`/
+      .exec(doc);
+  assert.ok(quoted, "docs/routes.md no longer quotes a start's refusal");
+  // The policy whose window the quote names: the fewest deliveries, the
+  // other settings left to their defaults.
+  let said: string | undefined;
+  for (let n = 2; n <= 10 && said === undefined; n++) {
+    try {
+      loadConfig({ ...base, MAX_DELIVERIES: String(n) });
+    } catch (error) {
+      const line = `relayer: cannot start: ${(error as Error).message}`;
+      if (line.includes(`rescue window is ${quoted[2]} `)) said = line;
+    }
+  }
+  assert.ok(said, `no MAX_DELIVERIES gives a window of ${quoted[2]}`);
+  assert.ok(quotes(quoted[1]!, said), `${quoted[1]}\n  is not\n${said}`);
+});
