@@ -2,7 +2,8 @@
  * The script docs/upgrading.md gives for migrating as the schema's owner
  * before a rollout ("PostgreSQL: migrate first, as the schema's owner")
  * runs as written on a real server: it migrates the schema and its
- * process exits, as a step of a deploy pipeline must.
+ * process exits, as a step of a deploy pipeline must. And the lines it
+ * quotes as new in the local queue's log are the lines it writes.
  *
  * @module
  */
@@ -10,6 +11,11 @@
 import assert from "node:assert/strict";
 import postgres from "postgres";
 import { freshDatabase, postgresAvailable } from "./_postgres.ts";
+import {
+  localQueueConsumer,
+  type LocalQueueMessage,
+} from "../webhook/_local_queue.ts";
+import { DEFAULT_POLICY, type Outcome } from "../mod.ts";
 
 const ROOT = new URL("../", import.meta.url);
 
@@ -74,4 +80,59 @@ Deno.test({
       await Deno.remove(dir, { recursive: true });
     }
   },
+});
+
+Deno.test("the local queue's lines docs/upgrading.md quotes for a message delivered again are the lines it writes", async () => {
+  const text = (await Deno.readTextFile(new URL("docs/upgrading.md", ROOT)))
+    .replace(/\n\s*/g, " ");
+  const quoted = [...text.matchAll(/`(queue {3}message <id> [^`]*)`/g)].map((
+    m,
+  ) => m[1]!);
+  assert.ok(quoted.length > 0, "docs/upgrading.md quotes no such line");
+  // A message delivered again while its first delivery runs, then after
+  // that delivery ended: as Deno KV puts a running message back.
+  const job = { intentId: "pi_0001", kind: "settle" } as const;
+  let release = () => {};
+  const released = new Promise<void>((resolve) => release = resolve);
+  const lines: string[] = [];
+  const consume = localQueueConsumer({
+    relayer: {
+      policy: DEFAULT_POLICY,
+      deliver: async (): Promise<Outcome> => {
+        await released;
+        return {
+          action: "retry",
+          delivery: 1,
+          delayMs: 5_000,
+          reason: "sent 0x1, waiting for confirmation",
+        };
+      },
+      keepUnreadable: () => Promise.reject(new Error("not a message of it")),
+    } as unknown as Parameters<typeof localQueueConsumer>[0]["relayer"],
+    enqueue: () => Promise.resolve(),
+    log: (line) => void lines.push(line),
+  });
+  const message: LocalQueueMessage = { job, id: "<id>" };
+  const first = consume(message);
+  const copy = consume(message);
+  release();
+  await Promise.all([first, copy]);
+  await consume(message);
+  const again = lines.filter((line) => line.startsWith("queue   message "));
+  assert.equal(again.length, 2, lines.join("\n"));
+  for (const quote of quoted) {
+    const parts = quote.split("…").map((part) => part.trim());
+    assert.ok(
+      again.some((line) =>
+        parts.length === 1
+          ? line === quote
+          : parts.every((part, i) =>
+            i === 0 ? line.startsWith(part) : line.includes(part)
+          )
+      ),
+      `docs/upgrading.md quotes\n  ${quote}\nwhere the local queue writes\n  ${
+        again.join("\n  ")
+      }`,
+    );
+  }
 });
