@@ -3,7 +3,8 @@
  * now, run as written (bash, curl and jq) against the app served on
  * loopback: an intent whose read fails (a 503 of the service's, or an
  * answer without JSON from a proxy in front of it) is not sorted as gone,
- * since the runbook has the letters of gone intents discarded.
+ * since the runbook has the letters of gone intents discarded. And the
+ * delivery line it shows as the log's is one the service writes.
  *
  * @module
  */
@@ -11,7 +12,14 @@
 import assert from "node:assert/strict";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
-import { type DeadLetter, MemoryStore, ScriptedSender } from "../mod.ts";
+import {
+  createRelayer,
+  type DeadLetter,
+  HttpSender,
+  MemoryStore,
+  ScriptedSender,
+} from "../mod.ts";
+import { signer } from "../examples/signer_stub.ts";
 import { createApp } from "../webhook/app.ts";
 import { suitesAvailable } from "./_postgres.ts";
 import { runs } from "./_runs.ts";
@@ -229,3 +237,35 @@ for (const failFrom of [null, 1, 2] as const) {
     },
   });
 }
+
+Deno.test("the delivery line runbook.md shows under 'What to read' has the reason HttpSender gives for the stand-in signer's refused RPC", async () => {
+  const runbook = Deno.readTextFileSync(join(ROOT, "docs/runbook.md"));
+  const start = runbook.indexOf("\n## What to read\n");
+  assert.notEqual(start, -1, "runbook.md has no '## What to read'");
+  const section = runbook.slice(start, runbook.indexOf("\n## ", start + 1))
+    .replace(/\n\s*/g, " ");
+  const shown = /`queue {3}(pi_\w+)\/settle +#1 {2}retry {8}\((.*?)\)`/.exec(
+    section,
+  );
+  assert.ok(shown, "runbook.md shows no local queue's delivery line");
+  // The local queue runs in main.ts, whose Sender is HttpSender; the stub
+  // (deno task signer) answers a pi_…_timeout intent's send as an RPC
+  // node refusing the connection.
+  const intentId = `${shown[1]}_timeout`;
+  const store = new MemoryStore();
+  await store.createIntent({
+    id: intentId,
+    state: "authorized",
+    hold: "pending",
+  });
+  const relayer = createRelayer({
+    store,
+    sender: new HttpSender({
+      url: "http://signer.invalid",
+      fetch: (input, init) => Promise.resolve(signer(new Request(input, init))),
+    }),
+  });
+  const outcome = await relayer.deliver({ intentId, kind: "settle" }, 1);
+  assert.equal(outcome.action, "retry");
+  assert.equal(shown[2], outcome.reason);
+});
