@@ -266,6 +266,35 @@ const OPTION_NAMES: readonly string[] = Object.keys(
  * A Worker's `queue` handler. It throws only if a message's own `ack()` or
  * `retry()` threw, after the whole batch, so that Cloudflare delivers again
  * what was not acked.
+ *
+ * @example A message whose `retry()` threw fails the batch, after the rest
+ * ```ts
+ * import { createRelayer, MemoryStore, ScriptedSender } from "@relayer/poison";
+ * import { createQueueHandler, type QueueHandler } from "@relayer/poison/cloudflare";
+ * import assert from "node:assert/strict";
+ *
+ * const relayer = createRelayer({ store: new MemoryStore(), sender: new ScriptedSender({}) });
+ * const queue: QueueHandler = createQueueHandler({
+ *   relayer,
+ *   maxRetries: 9,
+ *   deadLetterQueue: "relayer-jobs-dlq",
+ *   deadLetterMaxRetries: 100,
+ *   log: () => {},
+ * });
+ * const retried: string[] = [];
+ * const message = (id: string, retry: () => void) => ({
+ *   id, body: { intentId: "pi_0001", kind: "settle" }, attempts: 1, ack: () => {}, retry,
+ * });
+ * // No such intent yet: each job is retried, as it may be created later.
+ * await assert.rejects(queue({
+ *   queue: "relayer-jobs",
+ *   messages: [
+ *     message("m1", () => { throw new Error("the batch was settled already"); }),
+ *     message("m2", () => void retried.push("m2")),
+ *   ],
+ * }));
+ * assert.deepEqual(retried, ["m2"]);
+ * ```
  */
 export type QueueHandler = (batch: QueueBatch) => Promise<void>;
 

@@ -51,7 +51,26 @@ const FIRST_ROUND_WAIT_MS = 50;
 /** The most a failed connection's close is held back (postgres.js's next connect with it). */
 const MOST_ROUND_WAIT_MS = 1_000;
 
-/** A stream postgres.js can use as its socket: a TCP socket's stand-in. */
+/**
+ * A stream postgres.js can use as its socket: a TCP socket's stand-in.
+ *
+ * @example One made by the option's `socket`, for a server's host and port
+ * ```ts
+ * import { answeredSocketOption, type PostgresSocket } from "@relayer/poison/postgres-socket";
+ * import { createServer } from "node:net";
+ * import assert from "node:assert/strict";
+ *
+ * const server = createServer((peer) => peer.end());
+ * await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+ * const { port } = server.address() as { port: number };
+ * const { socket } = answeredSocketOption(10_000);
+ * const made: PostgresSocket = socket({ host: ["127.0.0.1"], port: [port] });
+ * assert.deepEqual([made.host, made.port], ["127.0.0.1", port]);
+ * made.destroy();
+ * await socket.closed(1_000);
+ * await new Promise((resolve) => server.close(resolve));
+ * ```
+ */
 export interface PostgresSocket extends Duplex {
   /** The server's host, which postgres.js names to TLS (SNI, the certificate check). */
   host?: string;
@@ -70,7 +89,18 @@ export interface PostgresSocket extends Duplex {
   setKeepAlive(enable?: boolean, initialDelay?: number): PostgresSocket;
 }
 
-/** postgres.js's `socket` option, made by {@linkcode answeredSocket}. */
+/**
+ * postgres.js's `socket` option, made by {@linkcode answeredSocket}.
+ *
+ * @example Wait for its sockets to close, as a stop does after `sql.end()`
+ * ```ts
+ * import { type AnsweredSocket, answeredSocketOption } from "@relayer/poison/postgres-socket";
+ *
+ * const { socket }: { socket: AnsweredSocket } = answeredSocketOption(10_000);
+ * // No socket made yet: it resolves at once (else within the 1 s given).
+ * await socket.closed(1_000);
+ * ```
+ */
 export interface AnsweredSocket {
   /** Called with the client's options, for each connection. */
   (options: {

@@ -36,7 +36,20 @@ import {
 import { deadLetter } from "./_fixtures.ts";
 import { assertOptionNames } from "../policy/_validate.ts";
 
-/** An open store and how to close it. */
+/**
+ * An open store and how to close it.
+ *
+ * @example A fresh MemoryStore, which holds nothing to release
+ * ```ts
+ * import { MemoryStore } from "@relayer/poison";
+ * import type { OpenStore } from "@relayer/poison/testing";
+ * import assert from "node:assert/strict";
+ *
+ * const opened: OpenStore = { store: new MemoryStore(), close: () => {} };
+ * assert.equal(await opened.store.getIntent("pi_0001"), null);
+ * await opened.close();
+ * ```
+ */
 export interface OpenStore {
   /** The store under test, fresh and empty. */
   readonly store: Store;
@@ -54,10 +67,42 @@ export interface OpenStore {
   ) => void;
 }
 
-/** Opens a fresh, empty store. */
+/**
+ * Opens a fresh, empty store.
+ *
+ * @example Each call a store of its own
+ * ```ts
+ * import { MemoryStore } from "@relayer/poison";
+ * import type { OpenStoreFn } from "@relayer/poison/testing";
+ * import assert from "node:assert/strict";
+ *
+ * const open: OpenStoreFn = () => Promise.resolve({ store: new MemoryStore(), close: () => {} });
+ * const [a, b] = [await open(), await open()];
+ * await a.store.createIntent({ id: "pi_0001", state: "created" });
+ * assert.equal(await b.store.getIntent("pi_0001"), null);
+ * ```
+ */
 export type OpenStoreFn = () => Promise<OpenStore>;
 
-/** What the contract uses of a test's context: Deno's `t.step`. */
+/**
+ * What the contract uses of a test's context: Deno's `t.step`.
+ *
+ * @example A stand-in that runs each step at once
+ * ```ts
+ * import type { StepContext } from "@relayer/poison/testing";
+ * import assert from "node:assert/strict";
+ *
+ * const ran: string[] = [];
+ * const t: StepContext = {
+ *   step: async (name, fn) => {
+ *     await fn();
+ *     ran.push(name);
+ *   },
+ * };
+ * await t.step("one", () => {});
+ * assert.deepEqual(ran, ["one"]);
+ * ```
+ */
 export interface StepContext {
   /** Runs `fn` as a named step of the test: its failure fails the test. */
   step(name: string, fn: () => Promise<void> | void): Promise<unknown>;
@@ -66,13 +111,43 @@ export interface StepContext {
 /**
  * Registers one test, as `Deno.test({ name, ignore }, fn)` does: a test
  * whose `ignore` is true is reported skipped.
+ *
+ * @example Run the contract's tests on a runner of one's own
+ * ```ts
+ * import { MemoryStore } from "@relayer/poison";
+ * import { type RegisterTest, storeContract } from "@relayer/poison/testing";
+ * import assert from "node:assert/strict";
+ *
+ * const tests: (() => Promise<void>)[] = [];
+ * const test: RegisterTest = ({ ignore }, fn) => {
+ *   if (!ignore) tests.push(() => fn({ step: async (_name, step) => void await step() }));
+ * };
+ * storeContract("MemoryStore", () => Promise.resolve({ store: new MemoryStore(), close: () => {} }), { test });
+ * assert.ok(tests.length > 50);
+ * await tests[0]!(); // it throws if the store breaks the contract
+ * ```
  */
 export type RegisterTest = (
   definition: { name: string; ignore: boolean },
   fn: (t: StepContext) => Promise<void>,
 ) => void;
 
-/** How {@linkcode storeContract} runs. */
+/**
+ * How {@linkcode storeContract} runs.
+ *
+ * @example Deno's runner, for a store with no gap between a read and its commit
+ * ```ts
+ * import type { StoreContractOptions } from "@relayer/poison/testing";
+ * import assert from "node:assert/strict";
+ *
+ * const names: string[] = [];
+ * const options: StoreContractOptions = {
+ *   test: ({ name }) => void names.push(name), // `Deno.test` in a test file
+ *   commitGap: false,
+ * };
+ * assert.equal(options.commitGap, false);
+ * ```
+ */
 export interface StoreContractOptions {
   /**
    * Registers each test: `Deno.test`, or an adapter of Node's or Bun's

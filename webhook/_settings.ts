@@ -320,7 +320,26 @@ const CLOUDFLARE_DEFAULTS = {
   CLOUDFLARE_DLQ_MAX_RETRIES: "3",
 } as const;
 
-/** What {@linkcode workerConfig} gives a Worker. */
+/**
+ * What {@linkcode workerConfig} gives a Worker.
+ *
+ * @example A setting only `main.ts` reads, named once
+ * ```ts
+ * import { type WorkerConfig, workerConfig } from "@relayer/poison/webhook";
+ * import assert from "node:assert/strict";
+ *
+ * const worker: WorkerConfig = workerConfig({
+ *   SENDER_URL: "http://127.0.0.1:9000",
+ *   WEBHOOK_SECRET: "a-webhook-secret-16",
+ *   CLOUDFLARE_MAX_RETRIES: "9",
+ *   CLOUDFLARE_DLQ_MAX_RETRIES: "100",
+ *   KV_QUEUE: "1",
+ * });
+ * assert.equal(worker.config.webhookSecret, "a-webhook-secret-16");
+ * assert.equal(worker.unread.length, 1);
+ * assert.match(worker.unread[0]!, /^relayer: KV_QUEUE is set, but only main\.ts reads it/);
+ * ```
+ */
 export interface WorkerConfig {
   /** The settings a Worker reads, checked. */
   readonly config: Config;

@@ -2214,7 +2214,22 @@ export function routeOptions(
   };
 }
 
-/** What {@linkcode routeOptions} gives: the routes' part of `createApp`'s options. */
+/**
+ * What {@linkcode routeOptions} gives: the routes' part of `createApp`'s options.
+ *
+ * @example The routes a service's settings open
+ * ```ts
+ * import { loadConfig, type RouteOptions, routeOptions } from "@relayer/poison/webhook";
+ * import assert from "node:assert/strict";
+ *
+ * const routes: RouteOptions = routeOptions(loadConfig({
+ *   SENDER_URL: "http://127.0.0.1:9000",
+ *   WEBHOOK_SECRET: "a-webhook-secret-16",
+ * }));
+ * assert.equal(routes.webhookSecret, "a-webhook-secret-16");
+ * assert.equal(routes.qstash, undefined); // QStash's route stays closed
+ * ```
+ */
 export type RouteOptions = Pick<
   AppDeps,
   | "qstash"
