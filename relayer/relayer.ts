@@ -696,9 +696,24 @@ class Repeated extends Error {
 
 /** Text kept in the store (errors from a Sender can be any size; Deno KV values are at most 64 KiB). */
 function clip(text: string, max = 1000): string {
-  if (text.length <= max) return text;
+  if (text.length <= max) return storedText(text);
   const kept = cutAt(text, max);
-  return `${kept}… (${text.length - kept.length} more characters)`;
+  return storedText(`${kept}… (${text.length - kept.length} more characters)`);
+}
+
+/** U+0000, or a UTF-16 surrogate not in a pair. */
+const UNSTORABLE =
+  /\0|[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/g;
+
+/**
+ * Free text from the world (a Sender's error, a queue's detail) as every
+ * store keeps it alike: each U+0000 (PostgreSQL text cannot hold it) and
+ * each lone surrogate (UTF-8 has no code for it; PostgreSQL's client
+ * writes U+FFFD) becomes U+FFFD. Kept as it came, the memory store and
+ * Deno KV read back what PostgreSQL could not.
+ */
+function storedText(text: string): string {
+  return text.replace(UNSTORABLE, "\uFFFD");
 }
 
 /**
@@ -2318,6 +2333,17 @@ export function createRelayer(options: RelayerOptions): Relayer {
           }: the broadcast may have been sent`,
         );
       }
+      if (storedText(txHash) !== txHash) {
+        // PostgreSQL cannot keep it as it came (U+0000), nor UTF-8 (a lone
+        // surrogate, written as U+FFFD): recorded, it would be a hash the
+        // chain never made, on PostgresStore alone. As a long one, the
+        // broadcast may have left.
+        throw new Error(
+          `sender returned a txHash with U+0000 or a lone surrogate, which no store keeps as it came, starting ${
+            JSON.stringify(txHash.slice(0, 16))
+          }: the broadcast may have been sent`,
+        );
+      }
     } catch (error) {
       const outcome = isNotSent(error) ? "not_sent" : "unknown";
       try {
@@ -2507,6 +2533,8 @@ export function createRelayer(options: RelayerOptions): Relayer {
           jobId,
           intentId: job.intentId,
           ...rest,
+          reason: storedText(rest.reason),
+          lastError: storedText(rest.lastError),
           resolution: plan.text,
           poisonedAt: now(),
           ...(queue ? { queue } : {}),
@@ -2906,12 +2934,11 @@ export function createRelayer(options: RelayerOptions): Relayer {
           ? attempt
           : 1,
       cause: "declared",
-      reason: `unreadable ${QUEUE_NAMES[queue]} message: ${detail}`.slice(
-        0,
-        300,
+      reason: storedText(
+        cutAt(`unreadable ${QUEUE_NAMES[queue]} message: ${detail}`, 300),
       ),
       resolution: "message acked unread; nothing else was touched",
-      lastError: detail.slice(0, 300),
+      lastError: storedText(cutAt(detail, 300)),
       poisonedAt: now(),
     }, claim ? { claim } : {});
     return jobId;

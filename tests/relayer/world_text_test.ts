@@ -1,0 +1,169 @@
+import assert from "node:assert/strict";
+import {
+  createRelayer,
+  notSent,
+  poison,
+  type Sender,
+  type Store,
+} from "../../mod.ts";
+import { BACKENDS } from "../_stores.ts";
+
+// Text the world sends (a Sender's error, a signer's tx hash, an unreadable
+// message's detail) is stored alike on every store: PostgreSQL text holds
+// no U+0000 and its UTF-8 no lone surrogate, which Deno KV and memory keep.
+
+const job = { intentId: "pi_1", kind: "settle" } as const;
+
+/** A relayer on `store`, `pi_1` authorized, whose Sender answers with `send`. */
+async function relaying(store: Store, send: Sender["send"]) {
+  await store.createIntent({
+    id: "pi_1",
+    state: "authorized",
+    hold: "pending",
+  });
+  return createRelayer({
+    store,
+    sender: { send, receipt: () => Promise.resolve("pending" as const) },
+    now: () => 1_000,
+    random: () => 0.5,
+  });
+}
+
+/** What a store kept of `pi_1` and its dead letter, to compare stores by. */
+async function kept(store: Store) {
+  const intent = await store.getIntent("pi_1");
+  const letter = await store.getDeadLetter("pi_1/settle");
+  return {
+    state: intent?.state,
+    hold: intent?.hold,
+    lastBroadcast: intent?.lastBroadcast,
+    txHashes: intent?.txHashes,
+    lastError: letter?.lastError,
+    reason: letter?.reason,
+  };
+}
+
+/** Runs `scenario` on every store and checks each kept the same. */
+async function alike<T>(
+  t: Deno.TestContext,
+  scenario: (store: Store) => Promise<T>,
+): Promise<Record<string, T>> {
+  const seen: Record<string, T> = {};
+  for (const backend of BACKENDS) {
+    await t.step(backend.name, async () => {
+      const { store, close } = await backend.open();
+      try {
+        seen[backend.name] = await scenario(store);
+      } finally {
+        await close();
+      }
+    });
+  }
+  const [first, ...rest] = Object.entries(seen);
+  for (const [name, value] of rest) {
+    assert.deepEqual(value, first![1], `${name} against ${first![0]}`);
+  }
+  return seen;
+}
+
+const TEXTS = [
+  ["U+0000", "\0"],
+  ["a lone high surrogate", "\uD83D"],
+  ["a lone low surrogate", "\uDE00"],
+] as const;
+
+for (const [what, char] of TEXTS) {
+  const message = `nonce too low: ${char} at 7`;
+  Deno.test(`a Sender's declared poison with ${what} in its error fails the intent alike on every store`, async (t) => {
+    const seen = await alike(t, async (store) => {
+      const relayer = await relaying(
+        store,
+        () => Promise.reject(poison(notSent(new Error(message)))),
+      );
+      const outcome = await relayer.deliver(job, 1);
+      return { action: outcome.action, ...await kept(store) };
+    });
+    for (const [name, value] of Object.entries(seen)) {
+      assert.equal(value.action, "poison", name);
+      assert.equal(value.state, "failed", name);
+      assert.ok(value.lastError!.isWellFormed(), name);
+      assert.doesNotMatch(value.lastError!, /\0/, name);
+    }
+  });
+
+  Deno.test(`a Sender's unknown send with ${what} in its error is recorded alike on every store`, async (t) => {
+    await alike(t, async (store) => {
+      const relayer = await relaying(
+        store,
+        () => Promise.reject(new Error(message)),
+      );
+      const outcome = await relayer.deliver(job, 1);
+      return { action: outcome.action, ...await kept(store) };
+    });
+  });
+
+  Deno.test(`a Sender's tx hash with ${what} is taken alike on every store`, async (t) => {
+    const seen = await alike(t, async (store) => {
+      const relayer = await relaying(
+        store,
+        () => Promise.resolve({ txHash: `0xab${char}cd` }),
+      );
+      const outcome = await relayer.deliver(job, 1);
+      return { action: outcome.action, ...await kept(store) };
+    });
+    for (const [name, value] of Object.entries(seen)) {
+      // Not recorded as sent under a hash no store can keep as it came.
+      assert.equal(value.lastBroadcast?.outcome, "unknown", name);
+      assert.deepEqual(value.txHashes, [], name);
+    }
+  });
+
+  Deno.test(`an unreadable message's detail with ${what} is kept alike on every store`, async (t) => {
+    await alike(t, async (store) => {
+      const relayer = await relaying(store, () => Promise.reject(new Error()));
+      const jobId = await relayer.keepUnreadable({
+        queue: "local",
+        id: "m-1",
+        raw: message,
+        detail: `not JSON: ${message}`,
+      });
+      const letter = await store.getDeadLetter(jobId);
+      return { reason: letter?.reason, lastError: letter?.lastError };
+    });
+  });
+}
+
+Deno.test("an unreadable message's detail cut at 300 characters inside an emoji is kept alike on every store", async (t) => {
+  const detail = `${"x".repeat(299)}😀 and more`;
+  const seen = await alike(t, async (store) => {
+    const relayer = await relaying(store, () => Promise.reject(new Error()));
+    const jobId = await relayer.keepUnreadable({
+      queue: "local",
+      id: "m-1",
+      raw: "{",
+      detail,
+    });
+    const letter = await store.getDeadLetter(jobId);
+    return { reason: letter?.reason, lastError: letter?.lastError };
+  });
+  for (const [name, value] of Object.entries(seen)) {
+    assert.ok(value.lastError!.isWellFormed(), name);
+    assert.ok(value.reason!.isWellFormed(), name);
+  }
+});
+
+Deno.test("a Sender's 1 MB error is cut before it is stored, alike on every store", async (t) => {
+  const seen = await alike(t, async (store) => {
+    const relayer = await relaying(
+      store,
+      () => Promise.reject(poison(notSent(new Error("e".repeat(1 << 20))))),
+    );
+    const outcome = await relayer.deliver(job, 1);
+    return { action: outcome.action, ...await kept(store) };
+  });
+  for (const [name, value] of Object.entries(seen)) {
+    assert.equal(value.state, "failed", name);
+    assert.ok(value.lastError!.length < 2_000, name);
+    assert.ok(value.lastBroadcast!.error!.length < 2_000, name);
+  }
+});
