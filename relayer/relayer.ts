@@ -824,8 +824,9 @@ const QUEUE_ID_MAX_BYTES = 1024;
 
 /**
  * A queue's ids as a give-up keeps them: an id over
- * {@linkcode QUEUE_ID_MAX_BYTES} bytes (no queue we know of makes one; a
- * bridge's bug may) is kept as `sha256:<hex of its UTF-8>`. Its mark is a
+ * {@linkcode QUEUE_ID_MAX_BYTES} bytes, or with U+0000 or a lone surrogate
+ * (no queue we know of makes one; a bridge's bug may) is kept as
+ * `sha256:<hex of its UTF-8>`. Its mark is a
  * store key (Deno KV takes 2 KiB, a PostgreSQL index about 2.7) and its
  * letter a value (Deno KV takes 64 KiB): kept as it is, a long id would
  * fail the give-up on every repeat, the intent's resolution with it.
@@ -838,12 +839,16 @@ function keptIds(what: string, ids: QueueIds): QueueIds {
   });
   // Anything else is left to the store's checks, which refuse it.
   const kept = <T>(id: T): T | string => {
+    if (typeof id !== "string") return id;
+    // U+0000 (PostgreSQL text cannot hold it: every delivery of the message
+    // failed there alone) or a lone surrogate (PostgreSQL and Deno KV keep
+    // U+FFFD, the memory store the surrogate): hashed, every store keeps
+    // the same id.
+    const storable = storedText(id) === id;
     // A UTF-16 unit is at most 3 bytes of UTF-8: most ids need no encoding.
-    if (typeof id !== "string" || id.length * 3 <= QUEUE_ID_MAX_BYTES) {
-      return id;
-    }
+    if (storable && id.length * 3 <= QUEUE_ID_MAX_BYTES) return id;
     const bytes = new TextEncoder().encode(id);
-    return bytes.length <= QUEUE_ID_MAX_BYTES
+    return storable && bytes.length <= QUEUE_ID_MAX_BYTES
       ? id
       : `sha256:${bytesToHex(sha256(bytes))}`;
   };

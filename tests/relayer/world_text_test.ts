@@ -167,3 +167,31 @@ Deno.test("a Sender's 1 MB error is cut before it is stored, alike on every stor
     assert.ok(value.lastBroadcast!.error!.length < 2_000, name);
   }
 });
+
+for (const [what, char] of TEXTS) {
+  Deno.test(`a queue's message id with ${what} is delivered and given up on alike on every store`, async (t) => {
+    const seen = await alike(t, async (store) => {
+      const relayer = await relaying(
+        store,
+        () => Promise.reject(new Error("node down")),
+      );
+      const ids = { queue: "cloudflare", dlqId: `m${char}1` } as const;
+      const first = await relayer.deliver(job, 1, { message: ids });
+      const gaveUp = await relayer.giveUp(job, { deliveries: 4, queue: ids });
+      // A late copy of the message given up on sends nothing.
+      const late = await relayer.deliver(job, 2, { message: ids });
+      const letter = await store.getDeadLetter("pi_1/settle");
+      return {
+        first: first.action,
+        gaveUp: gaveUp.action,
+        late: late.action,
+        queue: letter?.queue,
+        ...await kept(store),
+      };
+    });
+    for (const [name, value] of Object.entries(seen)) {
+      assert.equal(value.gaveUp, "poison", name);
+      assert.equal(value.state, "needs_review", name);
+    }
+  });
+}
