@@ -547,6 +547,9 @@ export function uncountedKeys(options: WriteOptions): readonly string[] {
       }`,
     );
   }
+  for (const key of keys) {
+    checkNoNul("unlessCounted", key, "Cannot write intent");
+  }
   return keys;
 }
 
@@ -577,6 +580,7 @@ export function markKeys(
     );
   }
   const what = `Cannot keep the dead letter of ${deadLetter.jobId}`;
+  for (const key of keys) checkNoNul("marks.keys", key, what);
   checkMs("marks.now", marks.now, what);
   if (marks.ttlMs !== undefined) {
     checkCountTtl(marks.ttlMs, "marks.ttlMs", what);
@@ -882,6 +886,25 @@ function checkString(name: string, value: unknown): void {
   }
 }
 
+/**
+ * Refuses U+0000 in a value a store keeps as a key or an id (a job id, a
+ * count, a claim, a lease's owner, a queue's id, a mark, a tx hash):
+ * PostgreSQL text cannot hold it, and a write the memory store and Deno KV
+ * took failed on PostgresStore alone. Free text (a reason, an error) is
+ * not refused: PostgresStore keeps its NUL as U+FFFD.
+ */
+function checkNoNul(
+  name: string,
+  value: unknown,
+  what = "Cannot write to the store",
+): void {
+  if (typeof value === "string" && value.includes("\0")) {
+    throw new TypeError(
+      `${what} as '${name}' holds the character U+0000 (NUL), which PostgreSQL text cannot hold: remove it from the id, key or tx hash`,
+    );
+  }
+}
+
 /** Checks an optional string (`undefined` is kept as absent). */
 function checkOptionalString(name: string, value: unknown): void {
   if (value !== undefined) checkString(name, value);
@@ -890,6 +913,7 @@ function checkOptionalString(name: string, value: unknown): void {
 /** Checks a write's lease. */
 export function checkLease(lease: NonNullable<WriteOptions["lease"]>): void {
   checkString("lease.owner", lease.owner);
+  checkNoNul("lease.owner", lease.owner);
   checkMs("lease.now", lease.now);
   checkMs("lease.ttlMs", lease.ttlMs);
 }
@@ -936,16 +960,19 @@ export function checkCount(count: unknown): void {
       }`,
     );
   }
+  checkNoNul("count", count, "Cannot count a delivery");
 }
 
 /** Checks the count a dead letter's write resets besides the job's own. */
 export function checkResetCount(resetCount: string | undefined): void {
   if (resetCount !== undefined) checkString("resetCount", resetCount);
+  checkNoNul("resetCount", resetCount);
 }
 
 /** Checks a replay record. */
 export function checkClaim(claim: Claim): void {
   checkString("claim.key", claim.key);
+  checkNoNul("claim.key", claim.key);
   checkMs("claim.now", claim.now);
   checkMs("claim.expiresAt", claim.expiresAt);
 }
@@ -954,6 +981,8 @@ export function checkClaim(claim: Claim): void {
 export function checkDeadLetter(letter: DeadLetter): void {
   checkString("jobId", letter.jobId);
   checkString("intentId", letter.intentId);
+  checkNoNul("jobId", letter.jobId);
+  checkNoNul("intentId", letter.intentId);
   if (letter.cause !== "declared" && letter.cause !== "exhausted") {
     throw new TypeError(
       `Cannot write to the store as 'cause' must be "declared" or "exhausted": current value is ${
@@ -970,6 +999,9 @@ export function checkDeadLetter(letter: DeadLetter): void {
     checkString("queue.queue", letter.queue?.queue);
     checkOptionalString("queue.messageId", letter.queue.messageId);
     checkOptionalString("queue.dlqId", letter.queue.dlqId);
+    checkNoNul("queue.queue", letter.queue.queue);
+    checkNoNul("queue.messageId", letter.queue.messageId);
+    checkNoNul("queue.dlqId", letter.queue.dlqId);
   }
 }
 
@@ -994,6 +1026,7 @@ export function checkRecord(record: IntentRecord): IntentRecord {
     if (last.outcome === "sent") {
       checkString("lastBroadcast.txHash", last.txHash);
     } else checkOptionalString("lastBroadcast.txHash", last.txHash);
+    checkNoNul("lastBroadcast.txHash", last.txHash);
     checkOptionalString("lastBroadcast.error", last.error);
   }
   return record;

@@ -499,6 +499,13 @@ export async function moveKvToPostgres(
         }
         case "dead": {
           const { w: _, ...letter } = value;
+          // Said as a column PostgreSQL cannot keep, before the rules refuse it.
+          const ids = (letter as unknown as DeadLetter).queue;
+          keepable({
+            queue: ids?.queue,
+            queue_message_id: ids?.messageId,
+            queue_dlq_id: ids?.dlqId,
+          }, what);
           try {
             checkDeadLetter(letter as unknown as DeadLetter);
           } catch (error) {
@@ -969,6 +976,8 @@ function intentRecord(
   };
   if (stored.id !== id) throw malformed(what(), "the intent of its key");
   const last = stored.lastBroadcast ?? null;
+  // Said as a column PostgreSQL cannot keep, before the rules refuse it.
+  keepable({ last_tx_hash: last?.txHash }, what);
   const record = (mayHaveSent: boolean) =>
     checkRecord(newIntentRecord({
       id,

@@ -610,6 +610,17 @@ Deno.test({
     }),
 });
 
+/** Rewrites the value at `key` as `change` returns it, as an older writer may have left it. */
+async function patched(
+  kv: Deno.Kv,
+  key: Deno.KvKey,
+  change: (value: Record<string, unknown>) => Record<string, unknown>,
+): Promise<void> {
+  const entry = await kv.get<Record<string, unknown>>(key);
+  assert.ok(entry.value, `${JSON.stringify(key)} is on record`);
+  await kv.set(key, change(entry.value));
+}
+
 Deno.test({
   name:
     "moveKvToPostgres() refuses a tx hash or a queue's id holding U+0000 (PostgresStore writes neither), naming the record and the value, and moves nothing",
@@ -625,12 +636,21 @@ Deno.test({
         at: T0,
       });
       const sending = await store.beginBroadcast("pi_1", settling.version, T0);
-      // A broken Sender's hash: KvStore keeps it, PostgreSQL text cannot.
+      // A broken Sender's hash, as a KvStore that took it kept it (stores
+      // now refuse it alike); PostgreSQL text cannot hold it.
       await store.recordBroadcast("pi_1", sending.version, {
         outcome: "sent",
-        txHash: "0xab\u0000cd",
+        txHash: "0xab_cd",
         at: T0,
       });
+      await patched(file.kv, ["relayer", "intent", "pi_1"], (value) => ({
+        ...value,
+        lastBroadcast: {
+          ...value.lastBroadcast as object,
+          txHash: "0xab\u0000cd",
+        },
+        txHashes: ["0xab\u0000cd"],
+      }));
       const move = () => moveAt(file, pg);
       await assert.rejects(move(), {
         name: "TypeError",
@@ -654,8 +674,12 @@ Deno.test({
         resolution: "job dropped, intent still authorized",
         lastError: "rpc: connection refused",
         poisonedAt: T0,
-        queue: { queue: "qstash", messageId: "msg\u00001" },
+        queue: { queue: "qstash", messageId: "msg_1" },
       });
+      await patched(file.kv, ["relayer", "dead", "pi_2/settle"], (value) => ({
+        ...value,
+        queue: { queue: "qstash", messageId: "msg\u00001" },
+      }));
       await assert.rejects(move(), {
         name: "TypeError",
         message:

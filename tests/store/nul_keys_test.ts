@@ -1,0 +1,138 @@
+/**
+ * U+0000 in what a store keeps as a key or id (a job id, a count, a claim,
+ * a lease's owner, a queue's id, a mark, a tx hash) is refused with the
+ * same TypeError on every store: PostgreSQL text cannot hold it, and a
+ * write the memory store and Deno KV took failed on PostgresStore alone.
+ *
+ * @module
+ */
+
+import assert from "node:assert/strict";
+import type { DeadLetter, Store } from "../../mod.ts";
+import { BACKENDS } from "../_stores.ts";
+
+const N = "\0";
+
+const letter: DeadLetter = {
+  jobId: "pi_1/settle",
+  intentId: "pi_1",
+  deliveries: 1,
+  cause: "declared",
+  reason: "r",
+  resolution: "s",
+  lastError: "e",
+  poisonedAt: 1,
+};
+
+/** Each write with a NUL in a key or id, by what it names. */
+const WRITES: readonly [string, (store: Store) => Promise<unknown>][] = [
+  ["count", (store) => store.admit({ count: `pi_1${N}/settle`, now: 1 })],
+  [
+    "claim.key",
+    (store) =>
+      store.admit({ claim: { key: `t${N}`, now: 1, expiresAt: 9 }, now: 1 }),
+  ],
+  [
+    "jobId",
+    (store) => store.putDeadLetter({ ...letter, jobId: `pi_1${N}/settle` }),
+  ],
+  [
+    "intentId",
+    (store) => store.putDeadLetter({ ...letter, intentId: `pi${N}` }),
+  ],
+  [
+    "queue.messageId",
+    (store) =>
+      store.putDeadLetter({
+        ...letter,
+        queue: { queue: "generic", messageId: `m${N}` },
+      }),
+  ],
+  [
+    "queue.dlqId",
+    (store) =>
+      store.putDeadLetter({
+        ...letter,
+        queue: { queue: "cloudflare", dlqId: `m${N}` },
+      }),
+  ],
+  [
+    "resetCount",
+    (store) => store.putDeadLetter(letter, { resetCount: `c${N}` }),
+  ],
+  [
+    "marks.keys",
+    (store) =>
+      store.putDeadLetter(letter, {
+        marks: { keys: [`gaveup/q${N}`], now: 1 },
+      }),
+  ],
+  ["lease.owner", async (store) => {
+    const intent = (await store.getIntent("pi_1"))!;
+    return store.transition(intent.id, {
+      from: "authorized",
+      to: "settling",
+      version: intent.version,
+      at: 1,
+    }, {
+      lease: { owner: `d${N}`, now: 1, ttlMs: 1_000 },
+    });
+  }],
+  ["unlessCounted", async (store) => {
+    const intent = (await store.getIntent("pi_1"))!;
+    return store.transition(intent.id, {
+      from: "authorized",
+      to: "settling",
+      version: intent.version,
+      at: 1,
+    }, {
+      unlessCounted: [`givingup/q${N}`],
+    });
+  }],
+  ["lastBroadcast.txHash", async (store) => {
+    const intent = (await store.getIntent("pi_1"))!;
+    const settling = await store.transition(intent.id, {
+      from: "authorized",
+      to: "settling",
+      version: intent.version,
+      at: 1,
+    });
+    return store.recordBroadcast(settling.id, settling.version, {
+      outcome: "sent",
+      txHash: `0x${N}`,
+      at: 2,
+    });
+  }],
+];
+
+for (const backend of BACKENDS) {
+  Deno.test(`${backend.name} refuses U+0000 in a key or id with a TypeError that says so, as every store does`, async (t) => {
+    for (const [name, write] of WRITES) {
+      await t.step(name, async () => {
+        const { store, close } = await backend.open();
+        try {
+          await store.createIntent({
+            id: "pi_1",
+            state: "authorized",
+            hold: "pending",
+          });
+          await assert.rejects(
+            write(store),
+            (error) =>
+              error instanceof TypeError &&
+              /U\+0000 \(NUL\)/.test(error.message),
+          );
+          // Nothing of it was written.
+          const intent = await store.getIntent("pi_1");
+          assert.equal(intent?.lastBroadcast, null);
+          if (name !== "lastBroadcast.txHash") {
+            assert.equal(intent?.state, "authorized");
+          }
+          assert.equal(await store.getDeadLetter("pi_1/settle"), null);
+        } finally {
+          await close();
+        }
+      });
+    }
+  });
+}
