@@ -35,6 +35,7 @@ import {
   INTENT_ID_RULE,
   isIntentId,
   isRefusal,
+  keptText,
   redriveRefusal,
 } from "../store/_rules.ts";
 import { sha256 } from "@noble/hashes/sha2.js";
@@ -694,26 +695,15 @@ class Repeated extends Error {
   }
 }
 
-/** Text kept in the store (errors from a Sender can be any size; Deno KV values are at most 64 KiB). */
-function clip(text: string, max = 1000): string {
-  if (text.length <= max) return storedText(text);
-  const kept = cutAt(text, max);
-  return storedText(`${kept}… (${text.length - kept.length} more characters)`);
-}
-
-/** U+0000, or a UTF-16 surrogate not in a pair. */
-const UNSTORABLE =
-  /\0|[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/g;
-
 /**
- * Free text from the world (a Sender's error, a queue's detail) as every
- * store keeps it alike: each U+0000 (PostgreSQL text cannot hold it) and
- * each lone surrogate (UTF-8 has no code for it; PostgreSQL's client
- * writes U+FFFD) becomes U+FFFD. Kept as it came, the memory store and
- * Deno KV read back what PostgreSQL could not.
+ * Text kept in the store (errors from a Sender can be any size; Deno KV
+ * values are at most 64 KiB), as every store keeps it (see `keptText`):
+ * a store of one's own gets what the stores here read back.
  */
-function storedText(text: string): string {
-  return text.replace(UNSTORABLE, "\uFFFD");
+function clip(text: string, max = 1000): string {
+  if (text.length <= max) return keptText(text);
+  const kept = cutAt(text, max);
+  return keptText(`${kept}… (${text.length - kept.length} more characters)`);
 }
 
 /**
@@ -844,7 +834,7 @@ function keptIds(what: string, ids: QueueIds): QueueIds {
     // failed there alone) or a lone surrogate (PostgreSQL and Deno KV keep
     // U+FFFD, the memory store the surrogate): hashed, every store keeps
     // the same id.
-    const storable = storedText(id) === id;
+    const storable = keptText(id) === id;
     // A UTF-16 unit is at most 3 bytes of UTF-8: most ids need no encoding.
     if (storable && id.length * 3 <= QUEUE_ID_MAX_BYTES) return id;
     const bytes = new TextEncoder().encode(id);
@@ -2338,7 +2328,7 @@ export function createRelayer(options: RelayerOptions): Relayer {
           }: the broadcast may have been sent`,
         );
       }
-      if (storedText(txHash) !== txHash) {
+      if (keptText(txHash) !== txHash) {
         // PostgreSQL cannot keep it as it came (U+0000), nor UTF-8 (a lone
         // surrogate, written as U+FFFD): recorded, it would be a hash the
         // chain never made, on PostgresStore alone. As a long one, the
@@ -2538,8 +2528,8 @@ export function createRelayer(options: RelayerOptions): Relayer {
           jobId,
           intentId: job.intentId,
           ...rest,
-          reason: storedText(rest.reason),
-          lastError: storedText(rest.lastError),
+          reason: keptText(rest.reason),
+          lastError: keptText(rest.lastError),
           resolution: plan.text,
           poisonedAt: now(),
           ...(queue ? { queue } : {}),
@@ -2939,11 +2929,11 @@ export function createRelayer(options: RelayerOptions): Relayer {
           ? attempt
           : 1,
       cause: "declared",
-      reason: storedText(
+      reason: keptText(
         cutAt(`unreadable ${QUEUE_NAMES[queue]} message: ${detail}`, 300),
       ),
       resolution: "message acked unread; nothing else was touched",
-      lastError: storedText(cutAt(detail, 300)),
+      lastError: keptText(cutAt(detail, 300)),
       poisonedAt: now(),
     }, claim ? { claim } : {});
     return jobId;

@@ -171,7 +171,7 @@ export function newIntentRecord(intent: NewIntent): IntentRecord {
     id: intent.id,
     state,
     hold,
-    lastBroadcast: frozenBroadcast(lastBroadcast),
+    lastBroadcast: frozenBroadcast(keptBroadcast(lastBroadcast)),
     broadcasting,
     mayHaveSent,
     txHashes: knownTxHashes(txHashes, lastBroadcast),
@@ -763,7 +763,7 @@ function withBroadcast(
   const { txHash } = broadcast;
   return checkRecord({
     ...current,
-    lastBroadcast: Object.freeze({ ...broadcast }),
+    lastBroadcast: Object.freeze({ ...keptBroadcast(broadcast) }),
     broadcasting: null,
     mayHaveSent: current.mayHaveSent || broadcast.outcome !== "not_sent",
     // Every hash a send returned stays on record: a rescue whose outcome
@@ -886,6 +886,46 @@ function checkString(name: string, value: unknown): void {
   }
 }
 
+/** A UTF-16 surrogate not in a pair. */
+const LONE_SURROGATE =
+  /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/;
+
+/** U+0000, or a UTF-16 surrogate not in a pair. */
+const UNKEPT = new RegExp(`\\0|${LONE_SURROGATE.source}`, "g");
+
+/**
+ * Free text as every store keeps it: each U+0000 (PostgreSQL text cannot
+ * hold it) and each lone surrogate (UTF-8 has no code for it, and
+ * PostgreSQL's client writes U+FFFD) as U+FFFD. The memory store and Deno
+ * KV, which could keep either, keep what PostgreSQL reads back.
+ */
+export function keptText(text: string): string {
+  return text.replace(UNKEPT, "\uFFFD");
+}
+
+/** `broadcast` with its error as {@linkcode keptText} keeps it. */
+function keptBroadcast<T extends Broadcast | null>(broadcast: T): T {
+  const error = broadcast?.error;
+  return typeof error !== "string" || keptText(error) === error
+    ? broadcast
+    : { ...broadcast!, error: keptText(error) };
+}
+
+/** `letter` with its reason, resolution and last error as {@linkcode keptText} keeps them. */
+export function keptLetter(letter: DeadLetter): DeadLetter {
+  const { reason, resolution, lastError } = letter;
+  if (
+    keptText(reason) === reason && keptText(resolution) === resolution &&
+    keptText(lastError) === lastError
+  ) return letter;
+  return {
+    ...letter,
+    reason: keptText(reason),
+    resolution: keptText(resolution),
+    lastError: keptText(lastError),
+  };
+}
+
 /**
  * Refuses U+0000 in a value a store keeps as a key or an id (a job id, a
  * count, a claim, a lease's owner, a queue's id, a mark, a tx hash):
@@ -898,9 +938,17 @@ function checkNoNul(
   value: unknown,
   what = "Cannot write to the store",
 ): void {
-  if (typeof value === "string" && value.includes("\0")) {
+  if (typeof value !== "string") return;
+  if (value.includes("\0")) {
     throw new TypeError(
       `${what} as '${name}' holds the character U+0000 (NUL), which PostgreSQL text cannot hold: remove it from the id, key or tx hash`,
+    );
+  }
+  if (LONE_SURROGATE.test(value)) {
+    // Deno KV and PostgreSQL would keep it as U+FFFD: the key of another
+    // id, which the memory store keeps apart.
+    throw new TypeError(
+      `${what} as '${name}' holds a lone surrogate (half of a UTF-16 pair), which UTF-8 cannot encode: remove it from the id, key or tx hash`,
     );
   }
 }

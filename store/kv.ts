@@ -78,6 +78,7 @@ import {
   type IntentRecord,
   isRaceLost,
   isRefusal,
+  keptLetter,
   knownTxHashes,
   LATE_ATTEMPTS,
   lateBroadcastRecorded,
@@ -1379,7 +1380,7 @@ export class KvStore implements Store {
       .set(
         this.#key("dead", deadLetter.jobId),
         {
-          ...deadLetter,
+          ...keptLetter(deadLetter),
           ...(deadLetter.queue ? { queue: { ...deadLetter.queue } } : {}),
           w,
         } satisfies StoredLetter,

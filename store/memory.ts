@@ -30,6 +30,7 @@ import {
   heldBy,
   type IntentRecord,
   isEarlierCount,
+  keptLetter,
   lateBroadcastRecorded,
   lateOptions,
   leaseAfter,
@@ -216,7 +217,7 @@ export class MemoryStore implements Store {
     this.#deadLetters.set(
       deadLetter.jobId,
       Object.freeze({
-        ...deadLetter,
+        ...keptLetter(deadLetter),
         ...(queue ? { queue: Object.freeze({ ...queue }) } : {}),
         version: String(++this.#deadLetterVersions),
       }),

@@ -1,0 +1,116 @@
+/**
+ * Free text a store keeps (a broadcast's error, a dead letter's reason,
+ * resolution and last error) reads back alike on every store when it holds
+ * U+0000 or a lone UTF-16 surrogate: PostgreSQL keeps each as U+FFFD (its
+ * text holds no NUL, its UTF-8 no surrogate), so the memory store and
+ * Deno KV do too. A key with a lone surrogate, which Deno KV and
+ * PostgreSQL would keep as another id's (U+FFFD), is refused on every one.
+ *
+ * @module
+ */
+
+import assert from "node:assert/strict";
+import type { Store } from "../../mod.ts";
+import { BACKENDS } from "../_stores.ts";
+
+const ODD = "a\0b\uD83Dc\uDE00d😀";
+const KEPT = "a\uFFFDb\uFFFDc\uFFFDd😀";
+
+/** What `store` hands back and reads back of free text holding {@linkcode ODD}. */
+async function keptText(store: Store) {
+  const imported = await store.createIntent({
+    id: "pi_1",
+    state: "settling",
+    hold: "pending",
+    settlingSince: 0,
+    lastBroadcast: { outcome: "unknown", at: 1, error: ODD },
+  });
+  const created = await store.createIntent({
+    id: "pi_2",
+    state: "settling",
+    hold: "pending",
+    settlingSince: 0,
+    broadcasting: 0,
+  });
+  const recorded = await store.recordBroadcast("pi_2", created.version, {
+    outcome: "not_sent",
+    at: 2,
+    error: ODD,
+  });
+  await store.putDeadLetter({
+    jobId: "pi_1/settle",
+    intentId: "pi_1",
+    deliveries: 1,
+    cause: "declared",
+    reason: ODD,
+    resolution: ODD,
+    lastError: ODD,
+    poisonedAt: 3,
+  });
+  const letter = await store.getDeadLetter("pi_1/settle");
+  const [listed] = (await store.listDeadLetters()).items;
+  return {
+    imported: imported.lastBroadcast?.error,
+    importedRead: (await store.getIntent("pi_1"))?.lastBroadcast?.error,
+    recorded: recorded.lastBroadcast?.error,
+    recordedRead: (await store.getIntent("pi_2"))?.lastBroadcast?.error,
+    letter: [letter?.reason, letter?.resolution, letter?.lastError],
+    listed: [listed?.reason, listed?.resolution, listed?.lastError],
+  };
+}
+
+for (const backend of BACKENDS) {
+  Deno.test(`${backend.name} keeps U+0000 and lone surrogates in free text as U+FFFD, as every store does`, async () => {
+    const { store, close } = await backend.open();
+    try {
+      assert.deepEqual(await keptText(store), {
+        imported: KEPT,
+        importedRead: KEPT,
+        recorded: KEPT,
+        recordedRead: KEPT,
+        letter: [KEPT, KEPT, KEPT],
+        listed: [KEPT, KEPT, KEPT],
+      });
+    } finally {
+      await close();
+    }
+  });
+
+  Deno.test(`${backend.name} refuses a count, claim or job id with a lone surrogate, which another id's key would hold`, async () => {
+    const { store, close } = await backend.open();
+    try {
+      for (
+        const write of [
+          () => store.admit({ count: "pi_1/\uD800", now: 1 }),
+          () =>
+            store.admit({
+              claim: { key: "t\uDC00", now: 1, expiresAt: 9 },
+              now: 1,
+            }),
+          () =>
+            store.putDeadLetter({
+              jobId: "local/\uD800/unreadable",
+              intentId: "",
+              deliveries: 1,
+              cause: "declared",
+              reason: "r",
+              resolution: "s",
+              lastError: "e",
+              poisonedAt: 1,
+            }),
+        ]
+      ) {
+        await assert.rejects(
+          write(),
+          (error) =>
+            error instanceof TypeError &&
+            /a lone surrogate/.test(error.message),
+        );
+      }
+      // The id as the other stores would have kept it is free.
+      assert.equal(await store.admit({ count: "pi_1/\uFFFD", now: 1 }), 1);
+    } finally {
+      await close();
+    }
+  });
+}
