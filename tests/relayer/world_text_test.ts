@@ -195,3 +195,25 @@ for (const [what, char] of TEXTS) {
     }
   });
 }
+
+Deno.test("a queue's message ids apart by normal form or case are two messages on every store", async (t) => {
+  const ids = ["caf\u00e9", "cafe\u0301", "CAF\u00c9"];
+  const seen = await alike(t, async (store) => {
+    const relayer = await relaying(
+      store,
+      () => Promise.reject(new Error("node down")),
+    );
+    const given = { queue: "cloudflare", dlqId: ids[0]! } as const;
+    await relayer.deliver(job, 1, { message: given });
+    const gaveUp = await relayer.giveUp(job, { deliveries: 4, queue: given });
+    // The give-up's mark names its own id alone.
+    const marks = [];
+    for (const dlqId of ids) {
+      marks.push(await store.deliveries(`gaveup/cloudflare/dlq/${dlqId}`));
+    }
+    return { gaveUp: gaveUp.action, marks, ...await kept(store) };
+  });
+  for (const [name, value] of Object.entries(seen)) {
+    assert.deepEqual(value.marks, [1, 0, 0], name);
+  }
+});
