@@ -47,14 +47,34 @@ async function keptText(store: Store) {
     lastError: ODD,
     poisonedAt: 3,
   });
+  // A letter that rides in an intent's move, as the relayer's resolution.
+  const sent = (await store.getIntent("pi_2"))!;
+  await store.transition("pi_2", {
+    from: "settling",
+    to: "needs_review",
+    version: sent.version,
+    at: 4,
+    deadLetter: {
+      jobId: "pi_2/settle",
+      intentId: "pi_2",
+      deliveries: 2,
+      cause: "exhausted",
+      reason: ODD,
+      resolution: ODD,
+      lastError: ODD,
+      poisonedAt: 4,
+    },
+  });
+  const moved = await store.getDeadLetter("pi_2/settle");
   const letter = await store.getDeadLetter("pi_1/settle");
-  const [listed] = (await store.listDeadLetters()).items;
+  const [, listed] = (await store.listDeadLetters()).items;
   return {
     imported: imported.lastBroadcast?.error,
     importedRead: (await store.getIntent("pi_1"))?.lastBroadcast?.error,
     recorded: recorded.lastBroadcast?.error,
     recordedRead: (await store.getIntent("pi_2"))?.lastBroadcast?.error,
     letter: [letter?.reason, letter?.resolution, letter?.lastError],
+    moved: [moved?.reason, moved?.resolution, moved?.lastError],
     listed: [listed?.reason, listed?.resolution, listed?.lastError],
   };
 }
@@ -69,6 +89,7 @@ for (const backend of BACKENDS) {
         recorded: KEPT,
         recordedRead: KEPT,
         letter: [KEPT, KEPT, KEPT],
+        moved: [KEPT, KEPT, KEPT],
         listed: [KEPT, KEPT, KEPT],
       });
     } finally {
