@@ -903,6 +903,16 @@ export function keptText(text: string): string {
   return text.replace(UNKEPT, "\uFFFD");
 }
 
+/**
+ * Whether `id` holds U+0000 or a lone surrogate, which no store keeps in
+ * an id or key (see `checkNoNul`): a read under it finds nothing, in every
+ * store. Deno KV and PostgreSQL would read the id with U+FFFD in its place.
+ */
+export function unkeptKey(id: unknown): boolean {
+  return typeof id === "string" &&
+    (id.includes("\0") || LONE_SURROGATE.test(id));
+}
+
 /** `broadcast` with its error as {@linkcode keptText} keeps it. */
 function keptBroadcast<T extends Broadcast | null>(broadcast: T): T {
   const error = broadcast?.error;

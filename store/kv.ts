@@ -92,6 +92,7 @@ import {
   readCursor,
   transitioned,
   uncountedKeys,
+  unkeptKey,
 } from "./_rules.ts";
 import type {
   Admission,
@@ -1353,6 +1354,7 @@ export class KvStore implements Store {
    */
   async deliveries(jobId: string, now?: number): Promise<number> {
     if (now !== undefined) checkMs("now", now);
+    if (unkeptKey(jobId)) return 0; // no write keeps such a key
     const [entry] = await this.#get<[StoredCount]>(
       this.#key("deliveries", jobId),
     );
@@ -1548,6 +1550,9 @@ export class KvStore implements Store {
    */
   async releaseLease(intentId: string, owner: string): Promise<void> {
     checkRelease(intentId, owner);
+    // No write keeps such an id or owner (a lone surrogate would be read as
+    // U+FFFD: another owner's lease).
+    if (unkeptKey(intentId) || unkeptKey(owner)) return;
     const key = this.#key("lease", intentId);
     const intentKey = this.#key("intent", intentId);
     // A commit answered as a race lost may have landed: the next read
@@ -1577,6 +1582,7 @@ export class KvStore implements Store {
    * @returns The dead letter with its version, or `null`.
    */
   async getDeadLetter(jobId: string): Promise<StoredDeadLetter | null> {
+    if (unkeptKey(jobId)) return null; // no write keeps such a key
     const [entry] = await this.#get<[StoredLetter]>(this.#key("dead", jobId));
     return entry.value === null
       ? null

@@ -119,6 +119,7 @@ import {
   readCursor,
   transitioned,
   uncountedKeys,
+  unkeptKey,
 } from "./_rules.ts";
 import type {
   Admission,
@@ -2470,7 +2471,7 @@ export class PostgresStore implements Store {
    * @returns The intent, or `null` if there is none.
    */
   async getIntent(id: string): Promise<Intent | null> {
-    if (hasNul(id)) return null; // no such row can exist
+    if (unkeptKey(id)) return null; // no such row can exist
     const [row] = await this.#readOnly(
       `read of intent ${id}`,
       () => this.#intentQuery(this.#sql, id, false),
@@ -3020,7 +3021,7 @@ export class PostgresStore implements Store {
    */
   async deliveries(jobId: string, now?: number): Promise<number> {
     if (now !== undefined) checkMs("now", now);
-    if (hasNul(jobId)) return 0; // no such row can exist
+    if (unkeptKey(jobId)) return 0; // no such row can exist
     const [row] = await this.#readOnly(
       `read of the deliveries counted for ${jobId}`,
       () =>
@@ -3157,7 +3158,7 @@ export class PostgresStore implements Store {
   releaseLease(intentId: string, owner: string): Promise<void> {
     return this.#run(`release the lease of ${String(intentId)}`, async () => {
       checkRelease(intentId, owner);
-      if (hasNul(intentId) || hasNul(owner)) return; // no such row can exist
+      if (unkeptKey(intentId) || unkeptKey(owner)) return; // no such row can exist
       const { intents, leases } = this.#t;
       // The intent's row is locked first, as every flight locks it before
       // its lease's row.
@@ -3183,7 +3184,7 @@ export class PostgresStore implements Store {
    * @returns The dead letter with its version, or `null`.
    */
   async getDeadLetter(jobId: string): Promise<StoredDeadLetter | null> {
-    if (hasNul(jobId)) return null; // no such row can exist
+    if (unkeptKey(jobId)) return null; // no such row can exist
     const [row] = await this.#readOnly(
       `read of the dead letter of ${jobId}`,
       () =>

@@ -135,3 +135,30 @@ for (const backend of BACKENDS) {
     }
   });
 }
+
+for (const backend of BACKENDS) {
+  Deno.test(`${backend.name} reads nothing under an id with a lone surrogate, not the id whose U+FFFD it would be kept as`, async () => {
+    const { store, close } = await backend.open();
+    try {
+      await store.putDeadLetter({
+        jobId: "local/\uFFFD/unreadable",
+        intentId: "",
+        deliveries: 1,
+        cause: "declared",
+        reason: "r",
+        resolution: "s",
+        lastError: "e",
+        poisonedAt: 1,
+      });
+      await store.admit({ count: "pi_1/\uFFFD", now: 1 });
+      assert.equal(await store.getDeadLetter("local/\uD800/unreadable"), null);
+      assert.equal(await store.getDeadLetter("local/\uDC00/unreadable"), null);
+      assert.equal(await store.deliveries("pi_1/\uD800"), 0);
+      // The ids themselves are there.
+      assert.ok(await store.getDeadLetter("local/\uFFFD/unreadable"));
+      assert.equal(await store.deliveries("pi_1/\uFFFD"), 1);
+    } finally {
+      await close();
+    }
+  });
+}
