@@ -48,9 +48,12 @@ export const DURABLE_COMMIT =
  * statement_timeout = '300ms'`, a common bound for a service's queries;
  * an `idle_in_transaction_session_timeout`) is raised to `ms`, for this
  * transaction only (`SET LOCAL`). A longer setting, or none (0), is kept.
- * From `pg_settings`, in milliseconds whatever unit the role gave it. Run
- * by a migration (whose table locks it waits for up to its
- * `lock_timeout`) and by the move from Deno KV (its tables' lock,
+ * Read from `current_setting()`, which every role may call (hardened
+ * databases revoke SELECT on `pg_settings` from PUBLIC, which failed the
+ * migration with "permission denied for view pg_settings"), as an
+ * interval: in milliseconds whatever unit it shows (`300ms`, `3s`,
+ * `1min`, `0`). Run by a migration (whose table locks it waits for up to
+ * its `lock_timeout`) and by the move from Deno KV (its tables' lock,
  * statements that copy a thousand rows each, and its reads of Deno KV
  * between them): cut, either failed with the server's bare "canceling
  * statement due to statement timeout" (57014), or its session ended,
@@ -68,7 +71,7 @@ export function timeoutAtLeast(
   setting: "statement_timeout" | "idle_in_transaction_session_timeout",
   ms: number,
 ): string {
-  return `DO $$BEGIN IF (SELECT setting::bigint FROM pg_catalog.pg_settings WHERE name = '${setting}') BETWEEN 1 AND ${
+  return `DO $$BEGIN IF extract(epoch FROM pg_catalog.current_setting('${setting}')::interval) * 1000 BETWEEN 1 AND ${
     ms - 1
   } THEN SET LOCAL ${setting} = ${ms}; END IF; END$$`;
 }

@@ -405,8 +405,8 @@ const MIGRATION_TRIES = 3;
  * followed), and the advisory lock's wait of an instance that started
  * beside one migrating: an upgrade behind a report's open transaction
  * failed every start at once, where it would have waited its 2 s. A longer
- * setting, or none (0), is kept. From `pg_settings`, in milliseconds
- * whatever unit the role gave it.
+ * setting, or none (0), is kept. From `current_setting()` (see
+ * `timeoutAtLeast`), in milliseconds whatever unit the role gave it.
  */
 const MIGRATION_STATEMENT_MS = MIGRATION_LOCK_MS + 1_000;
 const MIGRATION_STATEMENTS = timeoutAtLeast(
