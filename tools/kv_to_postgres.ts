@@ -157,6 +157,28 @@ async function notAStore(path: string): Promise<string | undefined> {
 }
 
 /**
+ * Why this process may not open the store at `path`, in parentheses, and
+ * the flags that let it: Deno KV reads and writes the file and its `-wal` and `-shm`
+ * beside it, so the folder's read and write, whichever this process
+ * lacks (the task may write ./data only; a hand-narrowed --allow-read
+ * may leave the folder out).
+ */
+function openFlags(path: string): string {
+  const folder = path.replace(/[^/]*$/, "") || ".";
+  const lacks = (["read", "write"] as const).filter((name) =>
+    Deno.permissions.querySync({ name, path: folder }).state !== "granted"
+  );
+  // Granted both and still refused (a file of its own denied): the write,
+  // as Deno KV's open needs it.
+  if (lacks.length === 0) lacks.push("write");
+  const flags = lacks.map((name) => `--allow-${name}=${folder}`).join(" ");
+  const why = lacks.includes("write")
+    ? "deno task kv-to-postgres may write ./data only"
+    : `it may not read ${folder}`;
+  return `(${why}): run the tool with ${flags}`;
+}
+
+/**
  * Runs the move with the settings in `env`; returns the exit code.
  *
  * @param env The service's settings (`KV_PATH` or `KV_URL`, `DATABASE_URL`).
@@ -204,9 +226,7 @@ export async function main(
       denied
         ? `${
           env.KV_URL ? "KV_URL" : "KV_PATH"
-        }: this process may not open ${from} (deno task kv-to-postgres may write ./data only): run the tool with --allow-write=${
-          from.replace(/[^/]*$/, "") || "."
-        }`
+        }: this process may not open ${from} ${openFlags(from)}`
         : env.KV_URL
         // Deno's error quotes the metadata endpoint's answer, which may
         // echo the access token: kept out, as the service keeps it out.

@@ -17,7 +17,7 @@ import { DatabaseSync } from "node:sqlite";
 import postgres from "postgres";
 import { KvStore } from "../../store/kv.ts";
 import { freshDatabase, postgresAvailable } from "../_postgres.ts";
-import { runMove } from "./_run_tool.ts";
+import { runMove, runTool } from "./_run_tool.ts";
 import { moveSchemaOn, namesIn, schemaVersion } from "../_kv_files.ts";
 import { timeout } from "../_timeout.ts";
 
@@ -225,4 +225,56 @@ Deno.test({
         assert.deepEqual(await namesIn(`${dir}/volume`), []);
       }),
   ),
+});
+
+Deno.test({
+  name:
+    "deno task kv-to-postgres, its read or write narrowed away from KV_PATH's folder, names the flags that folder lacks",
+  fn: timeout(30_000, async () => {
+    const dir = await Deno.makeTempDir({ prefix: "kv_to_postgres_open_" });
+    const elsewhere = await Deno.makeTempDir({
+      prefix: "kv_to_postgres_open_",
+    });
+    try {
+      const path = `${dir}/relayer.kv`;
+      await aStore(path);
+      const run = async (read: string, write: string) => {
+        const { code, stdout, stderr } = await runTool(
+          "kv_to_postgres.ts",
+          [],
+          {
+            permissions: ["--allow-net", "--allow-env", read, write],
+            env: {
+              KV_PATH: path,
+              // Not reached: the open is refused first.
+              DATABASE_URL: "postgres://relayer@127.0.0.1:1/payments",
+            },
+          },
+        );
+        return { code, out: stdout, err: stderr };
+      };
+      const said = (flags: string) =>
+        new RegExp(
+          `^KV_PATH: this process may not open ${path} \\(.*\\): run the tool with ${flags}$`,
+        );
+      // Before: "… run the tool with --allow-write=<dir>/", which it had.
+      assertRefused(
+        await run(`--allow-read=${elsewhere}`, `--allow-write=${dir}`),
+        said(`--allow-read=${dir}/`),
+      );
+      assertRefused(
+        await run("--allow-read", `--allow-write=${elsewhere}`),
+        said(`--allow-write=${dir}/`),
+      );
+      assertRefused(
+        await run(`--allow-read=${elsewhere}`, `--allow-write=${elsewhere}`),
+        said(`--allow-read=${dir}/ --allow-write=${dir}/`),
+      );
+      // The file alone, as it was.
+      assert.deepEqual(await namesIn(dir), ["relayer.kv"]);
+    } finally {
+      await Deno.remove(dir, { recursive: true });
+      await Deno.remove(elsewhere, { recursive: true });
+    }
+  }),
 });
