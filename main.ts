@@ -932,6 +932,14 @@ export function openHint(message: string, direct: boolean): string {
   if (/permission denied/i.test(message) && !/schema's owner/.test(message)) {
     return " (the role needs the grants docs/postgres.md lists, or a migration run once by the schema's owner)";
   }
+  // 53300, the server's words: the role's or database's CONNECTION LIMIT,
+  // or max_connections less the slots kept for superusers.
+  if (
+    /too many (clients|connections for (role|database))|remaining connection slots are reserved/
+      .test(message)
+  ) {
+    return " (the server has no connection slot left for this role: its CONNECTION LIMIT, the database's or the server's max_connections is reached; see pg_stat_activity for who holds them, end the idle ones or raise the limit, then try again)";
+  }
   if (/certificate|self[- ]signed/i.test(message)) {
     return " (the server's TLS certificate does not chain to a CA this process trusts, or names another host: give Deno the CA with DENO_CERT=<file>, and connect by a name the certificate holds)";
   }

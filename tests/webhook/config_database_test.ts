@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { openService } from "../../main.ts";
+import { openHint, openService } from "../../main.ts";
 import { ConfigError, loadConfig } from "../../webhook/config.ts";
 import {
   freshDatabase,
@@ -709,4 +709,56 @@ Deno.test({
       await database.drop();
     }
   },
+});
+
+Deno.test({
+  name:
+    "openService() says what to do when PostgreSQL has no connection slot for the role (its CONNECTION LIMIT reached), in one line",
+  ignore: !postgresAvailable,
+  async fn() {
+    const database = await freshDatabase();
+    const admin = await sharedClient();
+    const role = `r${crypto.randomUUID().replaceAll("-", "").slice(0, 12)}`;
+    // Every slot the role may hold already taken: the limit at 0.
+    await admin.unsafe(
+      `CREATE ROLE "${role}" LOGIN PASSWORD '${role}-pw' CONNECTION LIMIT 0`,
+    );
+    try {
+      const url = new URL(database.url);
+      url.username = role;
+      url.password = `${role}-pw`;
+      const config = loadConfig({ ...base, DATABASE_URL: url.href });
+      await assert.rejects(openService(config), (error) => {
+        assert.ok(error instanceof ConfigError, String(error));
+        // Before: the server's words alone, "too many connections for
+        // role …", with nothing to do.
+        assert.match(
+          error.message,
+          /^DATABASE_URL: cannot open PostgreSQL [^\n]*: too many connections for role "r[0-9a-f]+" \(the server has no connection slot left for this role: its CONNECTION LIMIT, the database's or the server's max_connections is reached; see pg_stat_activity for who holds them, end the idle ones or raise the limit, then try again\)$/,
+        );
+        assert.ok(!error.message.includes(`${role}-pw`), error.message);
+        return true;
+      });
+    } finally {
+      await database.drop();
+      await admin.unsafe(`DROP ROLE "${role}"`);
+    }
+  },
+});
+
+Deno.test("openHint() says what to do when the server's own connection slots are all taken", () => {
+  for (
+    const message of [
+      "sorry, too many clients already",
+      "remaining connection slots are reserved for non-replication superuser connections",
+      "remaining connection slots are reserved for roles with the SUPERUSER attribute",
+      'too many connections for database "payments"',
+    ]
+  ) {
+    assert.match(
+      openHint(message, false),
+      /^ \(the server has no connection slot left for this role: .*, then try again\)$/,
+      message,
+    );
+  }
 });
