@@ -220,10 +220,38 @@ function checked(schema: string, what: string): string {
 }
 
 /**
+ * Why a database whose session is read-only (the {@linkcode migrated}
+ * check's `read_only`) takes no writes, and what to do, for `who` (`"the
+ * store's"`, `"the move's"`): a hot standby (its `standby`) wants the
+ * primary; a primary whose session is read-only by
+ * `default_transaction_read_only` wants that setting off, which
+ * connecting to the primary, where it already is, does not do.
+ *
+ * @param standby Whether the server is a hot standby.
+ * @param who Whose role the setting is on.
+ * @returns The reason and the remedy, after "as ".
+ *
+ * @example
+ * ```ts
+ * import { readOnlyReason } from "./_postgres_schema.ts";
+ * import assert from "node:assert/strict";
+ *
+ * assert.match(readOnlyReason(true, "the store's"), /connect to the primary$/);
+ * assert.match(readOnlyReason(false, "the store's"), /default_transaction_read_only = off/);
+ * ```
+ */
+export function readOnlyReason(standby: boolean, who: string): string {
+  return standby
+    ? "the server is a hot standby (pg_is_in_recovery()), which takes no writes: connect to the primary"
+    : `this session is read-only though the server is a primary (default_transaction_read_only = on, set for the role, the database or the connection): turn it off for ${who} role (ALTER ROLE … SET default_transaction_read_only = off), or connect as a role that may write`;
+}
+
+/**
  * One catalog query, answering one row whose `current` says whether
  * everything the migration creates exists in `schema`, `read_only`
  * whether this connection may write at all (a standby, or
- * `default_transaction_read_only`), and `missing` which privileges the
+ * `default_transaction_read_only`), `standby` whether the server is a hot
+ * standby (which of the two to say), and `missing` which privileges the
  * store's calls use this role lacks on what exists (`SELECT on
  * relayer.claims, …`, or empty): granted to a schema's owner, and needed
  * by a service role that is not; and `hidden` which of its tables
@@ -276,6 +304,7 @@ export function migrated(schema: string): string {
     ].join("\n    AND ")
   } AS current,
   current_setting('transaction_read_only') = 'on' AS read_only,
+  pg_catalog.pg_is_in_recovery() AS standby,
   pg_catalog.array_to_string(ARRAY[${
     [
       ...TABLE_PRIVILEGES.flatMap(([table, privileges]) =>

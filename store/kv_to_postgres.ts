@@ -40,6 +40,7 @@ import type { PostgresClient } from "./postgres.ts";
 import {
   DURABLE_COMMIT,
   migrated,
+  readOnlyReason,
   SCHEMA_NAME,
   timeoutAtLeast,
 } from "./_postgres_schema.ts";
@@ -345,7 +346,9 @@ export async function moveKvToPostgres(
   // PostgreSQL's words, which say neither why nor what to do.
   if (check?.read_only === true) {
     throw new ConflictError(
-      `Cannot move into schema ${schema} as this PostgreSQL database is read-only (a standby, or default_transaction_read_only = on): connect to the primary, then run the move again. Nothing was moved.`,
+      `Cannot move into schema ${schema} as ${
+        readOnlyReason(check.standby === true, "the move's")
+      }, then run the move again. Nothing was moved.`,
       { refused: true },
     );
   }

@@ -57,6 +57,7 @@ import {
   migrated,
   migration,
   OUTSIDE_WRITE,
+  readOnlyReason,
   SCHEMA_NAME,
   timeoutAtLeast,
 } from "./_postgres_schema.ts";
@@ -795,8 +796,9 @@ export class PostgresStore implements Store {
    * client (opened if they are not) for four round trips. Best effort: a
    * busy pooler is often not seen.
    *
-   * @throws {Error} If the database is read-only (a standby, or
-   * `default_transaction_read_only = on`): every write would fail.
+   * @throws {Error} If the database is read-only (a hot standby, or a
+   * session with `default_transaction_read_only = on`, each said apart):
+   * every write would fail.
    * @throws {Error} If this role lacks a privilege the store's calls use
    * on a schema that is current (a service role not granted one): those
    * writes would fail.
@@ -845,7 +847,9 @@ export class PostgresStore implements Store {
       // Every write would fail; better to say so at start than to serve
       // healthy and answer every delivery "retry".
       throw new Error(
-        "Cannot use this PostgreSQL database as it is read-only (a standby, or default_transaction_read_only = on): connect to the primary",
+        `Cannot use this PostgreSQL database as ${
+          readOnlyReason(current.standby === true, "the store's")
+        }`,
       );
     }
     const missing = String(current?.missing ?? "");

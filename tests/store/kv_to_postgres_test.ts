@@ -579,7 +579,7 @@ Deno.test({
         assert.ok(error instanceof ConflictError, String(error));
         assert.match(
           error.message,
-          /is read-only \(a standby, or default_transaction_read_only = on\): connect to the primary, then run the move again\. Nothing was moved\.$/,
+          /as this session is read-only though the server is a primary \(default_transaction_read_only = on, set for the role, the database or the connection\): turn it off for the move's role \(ALTER ROLE … SET default_transaction_read_only = off\), or connect as a role that may write, then run the move again\. Nothing was moved\.$/,
         );
       } finally {
         await readOnly.end();

@@ -130,7 +130,7 @@ Deno.test({
     );
     await assert.rejects(
       store.migrate(),
-      /database as it is read-only \(a standby, or default_transaction_read_only = on\): connect to the primary$/,
+      /database as this session is read-only though the server is a primary \(default_transaction_read_only = on, set for the role, the database or the connection\): turn it off for the store's role \(ALTER ROLE … SET default_transaction_read_only = off\), or connect as a role that may write$/,
     );
   }),
 });

@@ -1460,7 +1460,7 @@ Deno.test({
       for (const name of [schema, freshSchema()]) {
         await assert.rejects(
           new PostgresStore(readOnly, { schema: name }).migrate(),
-          /database as it is read-only \(a standby, or default_transaction_read_only = on\): connect to the primary$/,
+          /database as this session is read-only though the server is a primary \(default_transaction_read_only = on, set for the role, the database or the connection\): turn it off for the store's role \(ALTER ROLE … SET default_transaction_read_only = off\), or connect as a role that may write$/,
         );
       }
     } finally {

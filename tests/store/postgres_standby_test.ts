@@ -21,6 +21,8 @@
 
 import assert from "node:assert/strict";
 import postgres from "postgres";
+import { KvStore } from "../../store/kv.ts";
+import { moveKvToPostgres } from "../../store/kv_to_postgres.ts";
 import { PostgresStore } from "../../store/postgres.ts";
 import { postgresAvailable } from "../_postgres.ts";
 import { countedSocket } from "./_counted_socket.ts";
@@ -119,6 +121,56 @@ Deno.test({
       await one.end({ timeout: 0 });
     } finally {
       await sql.end({ timeout: 0 });
+      await pair.stop();
+    }
+  },
+});
+
+Deno.test({
+  name:
+    "A hot standby alone as the store's database: PostgresStore.migrate() and moveKvToPostgres() say it is a standby and to connect to the primary, migrated or not",
+  ignore: !postgresAvailable,
+  async fn() {
+    const pair = await startPair();
+    const primary = postgres(
+      `postgres://postgres:${pair.primary.password}@127.0.0.1:${pair.primary.port}/postgres`,
+      options,
+    );
+    const standby = postgres(
+      `postgres://postgres:${pair.primary.password}@127.0.0.1:${pair.standbyPort}/postgres`,
+      options,
+    );
+    const kv = await Deno.openKv(":memory:");
+    try {
+      await new KvStore(kv).createIntent({ id: "pi_1", state: "created" });
+      await within(
+        new PostgresStore(primary, { schema: "relayer" }).migrate(),
+        10_000,
+      );
+      // The standby has replayed the migration: the schema is there too.
+      for (let waited = 0;; waited += 50) {
+        const [row] = await standby`
+          SELECT to_regclass('relayer.intents') IS NOT NULL AS there`;
+        if (row?.there === true) break;
+        assert.ok(waited < 10_000, "the standby never replayed the schema");
+        await new Promise((resolve) => setTimeout(resolve, 50));
+      }
+      for (const schema of ["relayer", "relayer_new"]) {
+        // Before: "… read-only (a standby, or default_transaction_read_only
+        // = on) …", which left an operator to find out which.
+        await assert.rejects(
+          within(new PostgresStore(standby, { schema }).migrate(), 10_000),
+          /^Error: Cannot use this PostgreSQL database as the server is a hot standby \(pg_is_in_recovery\(\)\), which takes no writes: connect to the primary$/,
+        );
+      }
+      await assert.rejects(
+        within(moveKvToPostgres(kv, standby, { schema: "relayer" }), 10_000),
+        /^ConflictError: Cannot move into schema relayer as the server is a hot standby \(pg_is_in_recovery\(\)\), which takes no writes: connect to the primary, then run the move again\. Nothing was moved\.$/,
+      );
+    } finally {
+      kv.close();
+      await standby.end({ timeout: 0 });
+      await primary.end({ timeout: 0 });
       await pair.stop();
     }
   },
