@@ -364,6 +364,15 @@ const PROBE_MS = 1_000;
 const POOLER_FIX =
   "create the client with prepare: false (?prepare=false in DATABASE_URL), or use the pooler's session mode";
 /**
+ * The server's sessions, as `pg_stat_activity` reads them, but a function
+ * every role may call: hardened databases revoke SELECT on the view from
+ * PUBLIC, and the pooler check's questions then failed ("permission denied
+ * for view pg_stat_activity"): it sought a second connection a limit
+ * refused, and kept, for good, each first connection whose session it
+ * could not see.
+ */
+const ACTIVITY = "pg_catalog.pg_stat_get_activity";
+/**
  * Whether the server would refuse this client one more connection for a
  * limit: the role's `CONNECTION LIMIT`, the database's, or
  * `max_connections` less the superusers' reserve. Asked before the pooler
@@ -375,13 +384,14 @@ const POOLER_FIX =
  * ready, though one connection serves the store).
  */
 const NO_ROOM = `SELECT
-  (SELECT rolconnlimit >= 0 AND rolconnlimit <= (
-     SELECT count(*) FROM pg_stat_activity WHERE usename = current_user)
-   FROM pg_roles WHERE rolname = current_user)
-  OR (SELECT datconnlimit >= 0 AND datconnlimit <= (
-     SELECT count(*) FROM pg_stat_activity WHERE datname = current_database())
-   FROM pg_database WHERE datname = current_database())
-  OR (SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'client backend')
+  (SELECT r.rolconnlimit >= 0 AND r.rolconnlimit <= (
+     SELECT count(*) FROM ${ACTIVITY}(NULL) a WHERE a.usesysid = r.oid)
+   FROM pg_catalog.pg_roles r WHERE r.rolname = current_user)
+  OR (SELECT d.datconnlimit >= 0 AND d.datconnlimit <= (
+     SELECT count(*) FROM ${ACTIVITY}(NULL) a WHERE a.datid = d.oid)
+   FROM pg_catalog.pg_database d WHERE d.datname = current_database())
+  OR (SELECT count(*) FROM ${ACTIVITY}(NULL) a
+      WHERE a.backend_type = 'client backend')
      >= current_setting('max_connections')::int
        - current_setting('superuser_reserved_connections')::int
   AS full`;
@@ -555,12 +565,10 @@ const SWEEPS_KEPT = 64;
 /**
  * The statement that counts the server sessions of `pid` (1 while it is
  * there, 0 once it ended), as `n`: the pooler check's question whether a
- * connection that sat idle still has its session.
+ * connection that sat idle still has its session (of {@linkcode ACTIVITY}).
  */
 function sessionsOf(pid: number): string {
-  return `SELECT count(*)::int AS n FROM pg_stat_activity WHERE pid = ${
-    Math.trunc(pid)
-  }`;
+  return `SELECT count(*)::int AS n FROM ${ACTIVITY}(${Math.trunc(pid)})`;
 }
 
 /**

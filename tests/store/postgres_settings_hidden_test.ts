@@ -1,9 +1,14 @@
 /**
- * The migration and the move from Deno KV for a role that may not read
- * `pg_catalog.pg_settings` (`REVOKE SELECT ON pg_catalog.pg_settings FROM
- * PUBLIC`, as some hardened databases do) and whose `statement_timeout` is
- * short: both raise that timeout for their transaction from
- * `current_setting()`, which every role may call, not from the view.
+ * PostgresStore for a role that may not read some of pg_catalog's views,
+ * as some hardened databases revoke them from PUBLIC:
+ *
+ * - `pg_settings`, with a short `statement_timeout`: the migration and the
+ *   move from Deno KV raise that timeout for their transaction from
+ *   `current_setting()`, which every role may call, not from the view.
+ * - `pg_stat_activity`: the migration's pooler check asks whether the
+ *   server has room for a second connection, and whether its first
+ *   connection's session is still there, of `pg_stat_get_activity()`,
+ *   which every role may call, not of the view.
  *
  * @module
  */
@@ -25,6 +30,8 @@ const ignore = !postgresAvailable;
  * database, and `sql`, a client of that role.
  */
 async function asHardenedRole(
+  hidden: "pg_settings" | "pg_stat_activity",
+  options: { max?: number; limit?: number },
   test: (db: { admin: postgres.Sql; sql: postgres.Sql }) => Promise<void>,
 ): Promise<void> {
   const database = await freshDatabase();
@@ -34,23 +41,25 @@ async function asHardenedRole(
   let sql: postgres.Sql | undefined;
   try {
     await admin.unsafe(
-      `CREATE ROLE "${role}" LOGIN PASSWORD '${role}-pw';
+      `CREATE ROLE "${role}" LOGIN PASSWORD '${role}-pw' CONNECTION LIMIT ${
+        options.limit ?? -1
+      };
       GRANT CREATE ON DATABASE "${name}" TO "${role}";
-      REVOKE SELECT ON pg_catalog.pg_settings FROM PUBLIC;
+      REVOKE SELECT ON pg_catalog.${hidden} FROM PUBLIC;
       ALTER ROLE "${role}" IN DATABASE "${name}" SET statement_timeout = '300ms'`,
     );
     const login = new URL(database.url);
     login.username = role;
     login.password = `${role}-pw`;
     sql = postgres(login.href, {
-      max: 2,
+      max: options.max ?? 2,
       onnotice: () => {},
       max_lifetime: null,
     });
     const [shown] = await sql`SHOW statement_timeout`;
     assert.equal(shown?.statement_timeout, "300ms");
     await assert.rejects(
-      sql`SELECT setting FROM pg_catalog.pg_settings`,
+      sql.unsafe(`SELECT * FROM pg_catalog.${hidden}`),
       /permission denied/,
     );
     await test({ admin, sql });
@@ -74,34 +83,97 @@ Deno.test({
   name:
     "PostgresStore.migrate() and moveKvToPostgres() run for a role denied SELECT on pg_settings, its short statement_timeout raised for their transaction",
   ignore,
-  fn: timeout(30_000, () =>
-    asHardenedRole(async ({ sql }) => {
-      // Before: "permission denied for view pg_settings" (42501).
-      await new PostgresStore(sql, { schema: "relayer" }).migrate();
-      // The raise, read without pg_settings, for this role.
-      const inside = await sql.begin(async (tx) => {
-        await tx.unsafe(timeoutAtLeast("statement_timeout", 3_000));
-        const [row] = await tx.unsafe(`SHOW statement_timeout`);
-        return row?.statement_timeout;
-      });
-      assert.equal(inside, "3s");
-
-      const dir = await Deno.makeTempDir({ prefix: "settings_hidden_" });
-      const kv = await Deno.openKv(`${dir}/relayer.kv`);
-      try {
-        await new KvStore(kv).createIntent({
-          id: "pi_0001",
-          state: "authorized",
-          hold: "pending",
+  fn: timeout(
+    30_000,
+    () =>
+      asHardenedRole("pg_settings", {}, async ({ sql }) => {
+        // Before: "permission denied for view pg_settings" (42501).
+        await new PostgresStore(sql, { schema: "relayer" }).migrate();
+        // The raise, read without pg_settings, for this role.
+        const inside = await sql.begin(async (tx) => {
+          await tx.unsafe(timeoutAtLeast("statement_timeout", 3_000));
+          const [row] = await tx.unsafe(`SHOW statement_timeout`);
+          return row?.statement_timeout;
         });
-        // Into the schema just migrated, empty.
-        const report = await moveKvToPostgres(kv, sql, { schema: "relayer" });
-        assert.equal(report.moved.intents, 1);
-      } finally {
-        kv.close();
-        await Deno.remove(dir, { recursive: true });
+        assert.equal(inside, "3s");
+
+        const dir = await Deno.makeTempDir({ prefix: "settings_hidden_" });
+        const kv = await Deno.openKv(`${dir}/relayer.kv`);
+        try {
+          await new KvStore(kv).createIntent({
+            id: "pi_0001",
+            state: "authorized",
+            hold: "pending",
+          });
+          // Into the schema just migrated, empty.
+          const report = await moveKvToPostgres(kv, sql, { schema: "relayer" });
+          assert.equal(report.moved.intents, 1);
+        } finally {
+          kv.close();
+          await Deno.remove(dir, { recursive: true });
+        }
+        const [after] = await sql`SHOW statement_timeout`;
+        assert.equal(after?.statement_timeout, "300ms");
+      }),
+  ),
+});
+
+/** `promise`, or a failure saying `what` did not answer within `ms`. */
+async function inTime<T>(promise: Promise<T>, ms: number, what: string) {
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  try {
+    return await Promise.race([
+      promise,
+      new Promise<never>((_, reject) => {
+        timer = setTimeout(
+          () => reject(new Error(`${what}: no answer within ${ms}ms`)),
+          ms,
+        );
+      }),
+    ]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+Deno.test({
+  name:
+    "PostgresStore.migrate()'s pooler check, for a role denied SELECT on pg_stat_activity, seeks no second connection a connection limit refuses, and hands back the connections it took",
+  ignore,
+  fn: timeout(30_000, async () => {
+    // A role limited to one connection: before, the check could not ask
+    // whether the server had room, sought a second, was refused (53300),
+    // and postgres.js 3.4.9 never put the first back in service: every
+    // call after failed with "too many connections for role".
+    await asHardenedRole("pg_stat_activity", { limit: 1 }, async ({ sql }) => {
+      const store = new PostgresStore(sql, {
+        schema: "relayer",
+        connectionWaitMs: 2_000,
+      });
+      await store.migrate();
+      await store.createIntent({ id: "pi_1", hold: "pending" });
+      assert.equal(await store.admit({ count: "pi_1/settle", now: 1 }), 1);
+      store.close();
+    });
+    // A pool of two, migrated three times (a start, the move's, another
+    // start's): before, each check kept one connection for good, its
+    // question whether the first's session was still there refused
+    // ("permission denied for view pg_stat_activity"), and the third
+    // migration waited for a connection that never came.
+    await asHardenedRole("pg_stat_activity", {}, async ({ sql }) => {
+      const store = new PostgresStore(sql, {
+        schema: "relayer",
+        connectionWaitMs: 2_000,
+      });
+      for (let i = 1; i <= 3; i++) {
+        await inTime(store.migrate(), 5_000, `migration ${i}`);
       }
-      const [after] = await sql`SHOW statement_timeout`;
-      assert.equal(after?.statement_timeout, "300ms");
-    })),
+      await Promise.all([
+        store.createIntent({ id: "pi_1", hold: "pending" }),
+        store.createIntent({ id: "pi_2", hold: "pending" }),
+      ]);
+      assert.equal((await store.getIntent("pi_2"))?.hold, "pending");
+      store.close();
+    });
+  }),
 });
