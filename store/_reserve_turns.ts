@@ -68,7 +68,36 @@ type Reserving<T> = {
  * through) takes turns with the client itself; by the client where it has
  * none.
  */
-const TURNS = new WeakMap<object, { held: boolean; queue: (() => void)[] }>();
+const TURNS = new WeakMap<object, Turns>();
+
+/** A pool's turn: whether a `reserve()` of its is waiting, and who waits for the turn. */
+interface Turns {
+  held: boolean;
+  queue: Waiter[];
+  /** The queue's length at which the callers that gave up are let go (see `reserveInTurn`). */
+  pruneAt: number;
+}
+
+/** A caller waiting for the turn. */
+interface Waiter {
+  /** Whether it stopped waiting. */
+  readonly gaveUp: () => boolean;
+  /** Answers it `null`, its turn not taken. */
+  readonly passOver: () => void;
+  /** Takes the turn for it. */
+  readonly take: () => void;
+}
+
+/**
+ * The least queue length at which the callers that gave up are let go: a
+ * `reserve()` may hold the turn for as long as every connection of the
+ * pool is busy, and each write that waits behind it gives up after its
+ * `connectionWaitMs`, so the queue would otherwise keep every write of
+ * that time. Let go whenever the queue doubled since it was last let go
+ * or the turn last passed, it holds at most twice the callers waiting
+ * then, or this, and each caller costs O(1) of the work.
+ */
+const PRUNE_AT = 64;
 
 /** The object a client's turns are kept under. */
 function pool(client: Reserving<unknown>): object {
@@ -82,7 +111,11 @@ function pool(client: Reserving<unknown>): object {
  *
  * @param client A postgres.js client.
  * @param gaveUp Whether the caller stopped waiting: asked when its turn
- * comes, and then no `reserve()` is made.
+ * comes, and then no `reserve()` is made; asked as well while it waits,
+ * so that a caller that gave up is let go (answered `null`) before its
+ * turn: the queue holds at most 64, or twice the callers still waiting
+ * when it was last let go or the turn last passed, however long a
+ * `reserve()` holds the turn.
  * @returns The reserved connection, or `null` when the caller gave up
  * before its turn; rejects as `client.reserve()` does.
  */
@@ -93,17 +126,12 @@ export function reserveInTurn<T>(
   const key = pool(client);
   let turns = TURNS.get(key);
   if (turns === undefined) {
-    turns = { held: false, queue: [] };
+    turns = { held: false, queue: [], pruneAt: PRUNE_AT };
     TURNS.set(key, turns);
   }
   const mine = turns;
   return new Promise<T | null>((resolve, reject) => {
     const take = () => {
-      if (gaveUp()) {
-        resolve(null);
-        passOn(mine);
-        return;
-      }
       mine.held = true;
       let passed = false;
       const pass = () => {
@@ -127,15 +155,45 @@ export function reserveInTurn<T>(
         reject(error);
       });
     };
-    if (mine.held) mine.queue.push(take);
-    else take();
+    const waiter: Waiter = { gaveUp, passOver: () => resolve(null), take };
+    if (!mine.held) {
+      if (gaveUp()) waiter.passOver();
+      else take();
+      return;
+    }
+    mine.queue.push(waiter);
+    if (mine.queue.length >= mine.pruneAt) {
+      mine.queue = mine.queue.filter((queued) => {
+        if (!queued.gaveUp()) return true;
+        queued.passOver();
+        return false;
+      });
+      mine.pruneAt = Math.max(PRUNE_AT, 2 * mine.queue.length);
+    }
   });
 }
 
-/** Gives the turn to the next waiting `reserve()`, if any. */
-function passOn(turns: { held: boolean; queue: (() => void)[] }): void {
+/**
+ * Gives the turn to the next waiting `reserve()`, if any, passing over
+ * (in a loop: thousands may have given up while the turn was held) the
+ * callers that gave up.
+ */
+function passOn(turns: Turns): void {
   turns.held = false;
-  turns.queue.shift()?.();
+  for (let next = turns.queue.shift(); next; next = turns.queue.shift()) {
+    if (next.gaveUp()) {
+      next.passOver();
+      continue;
+    }
+    next.take();
+    break;
+  }
+  // Served ones leave no room for as many that gave up: the next let-go
+  // comes once the queue doubled from what is left.
+  turns.pruneAt = Math.min(
+    turns.pruneAt,
+    Math.max(PRUNE_AT, 2 * turns.queue.length),
+  );
 }
 
 /**

@@ -118,3 +118,111 @@ console.log(given.filter((ref) => ref.deref() !== undefined).length);
     await Deno.remove(script);
   }
 });
+
+Deno.test("reserveInTurn() passes the turn over 20,000 callers that gave up while it was held, and serves the next", async () => {
+  const { client: sql, waiting } = client();
+  const first = reserveInTurn(sql, () => false);
+  // Writes that gave up while the first reserve() waited (each past its
+  // connectionWaitMs): passed over one after another when the turn passes.
+  const passedOver = Array.from({ length: 20_000 }, () => {
+    let gave = false;
+    const answer = reserveInTurn(sql, () => gave);
+    gave = true;
+    return answer;
+  });
+  const next = reserveInTurn(sql, () => false);
+  await settle();
+  assert.equal(waiting.length, 1);
+  waiting[0]!.resolve("a");
+  assert.equal(await first, "a");
+  await settle();
+  assert.equal(waiting.length, 2, "the next caller never asked");
+  waiting[1]!.resolve("b");
+  assert.equal(await next, "b");
+  for (const answer of await Promise.all(passedOver)) {
+    assert.equal(answer, null);
+  }
+});
+
+Deno.test("reserveInTurn() keeps nothing of a caller that gave up while the turn is held", async () => {
+  // Run apart, where the garbage collector can be asked to run: a
+  // reserve() that waits for long (every connection of the pool busy)
+  // holds the turn, and the writes that wait behind it give up, one a
+  // connectionWaitMs, for as long as it waits.
+  const module = new URL("../../store/_reserve_turns.ts", import.meta.url);
+  const script = await Deno.makeTempFile({ suffix: ".ts" });
+  try {
+    await Deno.writeTextFile(
+      script,
+      `import { reserveInTurn } from ${JSON.stringify(module.href)};
+const client = { options: {}, reserve: () => new Promise(() => {}) };
+void reserveInTurn(client, () => false);
+const given: WeakRef<() => boolean>[] = [];
+for (let i = 0; i < 1000; i++) {
+  let gave = false;
+  const gaveUp = () => gave;
+  given.push(new WeakRef(gaveUp));
+  void reserveInTurn(client, gaveUp);
+  gave = true;
+}
+const gc = (globalThis as unknown as { gc(): void }).gc;
+for (let i = 0; i < 2; i++) {
+  await new Promise((resolve) => setTimeout(resolve, 0));
+  gc();
+}
+console.log(given.filter((ref) => ref.deref() !== undefined).length);
+`,
+    );
+    const { success, stdout, stderr } = await new Deno.Command(
+      Deno.execPath(),
+      {
+        args: [
+          "run",
+          "--quiet",
+          "--v8-flags=--expose-gc",
+          "--allow-read",
+          script,
+        ],
+        stdout: "piped",
+        stderr: "piped",
+      },
+    ).output();
+    assert.ok(success, new TextDecoder().decode(stderr));
+    const held = Number(new TextDecoder().decode(stdout).trim());
+    assert.ok(held <= 64, `${held} of 1,000 callers that gave up still held`);
+  } finally {
+    await Deno.remove(script);
+  }
+});
+
+Deno.test("reserveInTurn() lets go of callers that gave up after a turn served many: the queue grows again from what is left", async () => {
+  const { client: sql, waiting } = client();
+  void reserveInTurn(sql, () => false);
+  // 1,000 writes wait behind the first, and are served one by one.
+  const served = Array.from(
+    { length: 1_000 },
+    () => reserveInTurn(sql, () => false),
+  );
+  for (let i = 0; i <= 1_000; i++) {
+    // The next reserve() is made a few microtasks after the last settled.
+    for (let tick = 0; tick < 8 && waiting.length <= i; tick++) {
+      await Promise.resolve();
+    }
+    waiting[i]!.resolve(`c${i}`);
+  }
+  await Promise.all(served);
+  // Then a reserve() holds the turn, and 1,000 writes behind it give up:
+  // they are let go as the queue grows, not kept for the 2,000 the queue
+  // once had room for.
+  void reserveInTurn(sql, () => false);
+  const gaveUp = Array.from({ length: 1_000 }, () => {
+    let gave = false;
+    const answer = reserveInTurn(sql, () => gave);
+    gave = true;
+    return answer;
+  });
+  let answered = 0;
+  for (const answer of gaveUp) void answer.then(() => answered++);
+  await settle();
+  assert.ok(answered >= 1_000 - 64, `${1_000 - answered} of 1,000 still kept`);
+});
