@@ -2202,7 +2202,9 @@ export class PostgresStore implements Store {
     // any that comes after is released.
     let done = false;
     let stopWatch = () => {};
+    let abandon: (error: unknown) => void = () => {};
     const reserving = new Promise<postgres.ReservedSql>((resolve, reject) => {
+      abandon = reject;
       const fail = (error: unknown) => {
         if (done) return;
         done = true;
@@ -2254,6 +2256,11 @@ export class PostgresStore implements Store {
       done = true;
       stopWatch();
       reserving.then((late) => late.release(), () => {});
+      // Settled now if it is not yet: a write that gave up before its turn
+      // came (or whose reserve() never settles) otherwise left its wait's
+      // watch of close() in the store for good, kilobytes a write. One
+      // that comes later is released where it comes (`done`).
+      abandon(new Error("The write stopped waiting for a connection."));
     };
     return bounded(
       this.#untilClosed(reserving, "write", releaseLate),
