@@ -89,3 +89,60 @@ Deno.test("secretMasker() masks a secret JSON-escaped twice, as a gateway writes
     assert.ok(!masked.includes("tok"), masked);
   }
 });
+
+Deno.test("secretMasker() masks a secret JSON-escaped three times, its escapes as JSON writes them, as \\u-escapes and %-escapes alike", () => {
+  const secret = 'tok/1+2"x\\y<z %é';
+  const mask = secretMasker([[secret, "<T>"]]);
+  // A writer that escapes every character not an ASCII letter or digit.
+  const every = (text: string) =>
+    text.replace(
+      /[^A-Za-z0-9]/g,
+      (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, "0")}`,
+    );
+  const thrice = (inner: string) =>
+    JSON.stringify({
+      gateway: JSON.stringify({ upstream: `{"error":"${inner}"}` }),
+    });
+  for (
+    const text of [
+      // Each '"' of the secret behind seven backslashes, each '\' eight.
+      thrice(`you sent ${JSON.stringify(secret).slice(1, -1)}`),
+      // Each '\u' behind four backslashes.
+      thrice(`you sent ${every(secret)}`),
+      // A %-escape's '%' itself as \u0025, behind four backslashes.
+      thrice(`you sent ${every(encodeURIComponent(secret))}`),
+    ]
+  ) {
+    const masked = mask(text);
+    assert.ok(masked.includes("you sent <T>"), `${text} -> ${masked}`);
+    assert.ok(!masked.includes("tok"), masked);
+  }
+});
+
+Deno.test("secretMasker() masks a secret holding a control character JSON writes with a short escape", () => {
+  const secret = "tok\n1\t2\r3\b4\f5";
+  const mask = secretMasker([[secret, "<T>"]]);
+  const quoted = JSON.stringify(secret).slice(1, -1);
+  assert.equal(quoted, "tok\\n1\\t2\\r3\\b4\\f5");
+  assert.equal(mask(`a ${quoted} b`), "a <T> b");
+});
+
+Deno.test("secretMasker() masks a secret in base64url, where its base64 holds a '+' or '/'", () => {
+  const secret = "tok?>~é0123456789";
+  const mask = secretMasker([[secret, "<T>"]]);
+  const bytes = new TextEncoder().encode(`Bearer ${secret}`);
+  const b64 = btoa(String.fromCharCode(...bytes)).replace(/=+$/, "");
+  const url = b64.replaceAll("+", "-").replaceAll("/", "_");
+  // The two differ within the secret's bytes, or this case tests nothing.
+  assert.notEqual(url.slice(10), b64.slice(10));
+  assert.ok(!mask(url).includes(url.slice(12, 30)), mask(url));
+  assert.ok(!mask(b64).includes(b64.slice(12, 30)), mask(b64));
+});
+
+Deno.test("secretMasker() takes a character of the secret that a pattern reads as another as itself alone", () => {
+  const mask = secretMasker([["ab.cd*ef$g", "<S>"]]);
+  for (const text of ["abXcd*ef$g", "ab.cdddef$g", "ab.cd*ef"]) {
+    assert.equal(mask(text), text);
+  }
+  assert.equal(mask("x ab.cd*ef$g y"), "x <S> y");
+});
