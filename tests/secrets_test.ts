@@ -376,3 +376,47 @@ Deno.test("remoteKvRefusal() keeps a word after 'Bearer' that is no credential",
     "401: expected a Bearer token. Bearer authentication failed",
   );
 });
+
+Deno.test("remoteKvRefusal() masks a credential after 'Bearer' in each form a header, JSON or a URL writes it, its scheme as written", () => {
+  const refusal = (text: string) =>
+    remoteKvRefusal(new Error(`401: you sent ${text}`), "tok_unused_0123");
+  const cases: [sent: string, shown: string][] = [
+    // The separator as a URL's path, a form and JSON escape a space.
+    ["Bearer%20ddp0123456789", "Bearer%20<KV Connect token>"],
+    ["Bearer+ddp0123456789", "Bearer+<KV Connect token>"],
+    ["Bearer\\u0020ddp0123456789", "Bearer\\u0020<KV Connect token>"],
+    // The scheme in any case (RFC 9110 §11.1).
+    ["bearer ddp0123456789", "bearer <KV Connect token>"],
+    // A run of white space, masked before it is collapsed.
+    ["Bearer \t ddp0123456789", "Bearer <KV Connect token>"],
+    // A credential's characters, its first run letters alone: each of
+    // the others taken, or the letters before it would read as a word.
+    ["Bearer abc\\/def0123", "Bearer <KV Connect token>"],
+    ["Bearer abc%2Fdef0123", "Bearer <KV Connect token>"],
+    ["Bearer abc\\u002Bdef0123", "Bearer <KV Connect token>"],
+    ["Bearer QWxhZGRpbjpvcGVu==", "Bearer <KV Connect token>"],
+    ["Bearer abcdef+ghi/jkl", "Bearer <KV Connect token>"],
+    ["Bearer eyJhbGciOi.eyJzdWIi.sig", "Bearer <KV Connect token>"],
+    ["Bearer abc~def", "Bearer <KV Connect token>"],
+    ["Bearer abc-def", "Bearer <KV Connect token>"],
+    ["Bearer abc_def", "Bearer <KV Connect token>"],
+    // Digits alone, and 20 letters alone: no word.
+    ["Bearer 0123456789", "Bearer <KV Connect token>"],
+    ["Bearer abcdefghijABCDEFGHIJ", "Bearer <KV Connect token>"],
+    // Words: 19 letters, one ending a sentence, a challenge's parameter.
+    ["Bearer abcdefghijABCDEFGHI", "Bearer abcdefghijABCDEFGHI"],
+    ["a Bearer token.", "a Bearer token."],
+    ['Bearer realm="kv"', 'Bearer realm="kv"'],
+  ];
+  for (const [sent, shown] of cases) {
+    assert.equal(refusal(sent), `401: you sent ${shown}`, sent);
+  }
+});
+
+Deno.test("remoteKvRefusal() masks DENO_KV_ACCESS_TOKEN holding a run of white space before it collapses white space", () => {
+  const token = "Kv!pass/2024  \t prod";
+  assert.equal(
+    remoteKvRefusal(new Error(`401: denied ${token} here`), token),
+    "401: denied <DENO_KV_ACCESS_TOKEN> here",
+  );
+});
