@@ -225,9 +225,12 @@ function maskToken(text: string, token: string | undefined): string {
 /**
  * A credential after `Bearer` and a space (or `%20`, `+`, `\u0020`), its
  * characters as a header carries them or as JSON or a URL escapes them.
+ * `Bearer` follows no letter, but may follow a digit: the header written
+ * whole in a URL (`Authorization%3A%20Bearer%20…`) or in JSON that escapes
+ * every character but letters and digits (`:\u0020Bearer`).
  */
 const BEARER_CREDENTIAL =
-  /\b(Bearer(?:\s|%20|\+|\\u0020)+)(?:[\w.~+/=-]|\\\/|%[0-9A-Fa-f]{2}|\\u[0-9A-Fa-f]{4})+/gi;
+  /(?<![A-Za-z])(Bearer(?:\s|%20|\+|\\u0020)+)(?:[\w.~+/=-]|\\\/|%[0-9A-Fa-f]{2}|\\u[0-9A-Fa-f]{4})+/gi;
 
 /**
  * `text` with any credential after `Bearer` replaced: KV Connect's data

@@ -389,6 +389,16 @@ Deno.test("remoteKvRefusal() masks a credential after 'Bearer' in each form a he
     ["bearer ddp0123456789", "bearer <KV Connect token>"],
     // A run of white space, masked before it is collapsed.
     ["Bearer \t ddp0123456789", "Bearer <KV Connect token>"],
+    // The header written whole in a URL, or in JSON escaping every
+    // character that is not a letter or digit: an escape before 'Bearer'.
+    [
+      "Authorization%3A%20Bearer%20ddp0123456789",
+      "Authorization%3A%20Bearer%20<KV Connect token>",
+    ],
+    [
+      "Authorization:\\u0020Bearer\\u0020ddp0123456789",
+      "Authorization:\\u0020Bearer\\u0020<KV Connect token>",
+    ],
     // A credential's characters, its first run letters alone: each of
     // the others taken, or the letters before it would read as a word.
     ["Bearer abc\\/def0123", "Bearer <KV Connect token>"],
