@@ -762,3 +762,24 @@ Deno.test("openHint() says what to do when the server's own connection slots are
     );
   }
 });
+
+Deno.test("loadConfig() names no '@' after a host where DATABASE_URL has no host, nor the database name's '@' where the '@' is past its path", () => {
+  // No "://": the scheme is refused, not an '@' after a host it lacks.
+  assert.match(
+    refusal({ DATABASE_URL: "relayer:s3cret-pw@db.internal/payments" })
+      .message,
+    /: its scheme is "relayer:"$/,
+  );
+  // The '@' in a fragment or a query parameter's name, after a userinfo
+  // that ended at its own '@': no database name holds it.
+  for (
+    const value of [
+      "postgres://relayer:s3cret-pw@db.internal/payments#x@y",
+      "postgres://relayer:s3cret-pw@db.internal/payments?a@b=1",
+    ]
+  ) {
+    const { message } = refusal({ DATABASE_URL: value });
+    assert.match(message, /: an '@' comes after its host: a raw '\/'/);
+    assert.ok(!message.includes("%40"), message);
+  }
+});
