@@ -484,3 +484,50 @@ Deno.test("qstashVerifier() checks a body given as bytes that are not UTF-8 by t
   const bom = new TextEncoder().encode('\ufeff{"intentId":"pi_0001"}');
   assert.ok((await verify(await signQStash(bom), bom)).ok);
 });
+
+Deno.test("hmacVerifier() says a t of 13 to 15 digits with a well-formed v1 is in milliseconds, white space as the signature allows it; other t and v1 are malformed", () => {
+  const t = 1_764_504_000;
+  const verify = hmacVerifier(SECRET, () => t * 1000);
+  const v1 = "ab".repeat(32);
+  for (
+    const [header, words] of [
+      [`t=${t * 1000},v1=${v1}`, /milliseconds/],
+      [` t=${t * 1000}, v1=${v1} `, /milliseconds/],
+      [`t=${"9".repeat(15)},v1=${v1}`, /milliseconds/],
+      // Microseconds, or a v1 that is no signature: malformed.
+      [`t=${t * 1_000_000},v1=${v1}`, /missing or malformed/],
+      [`t=${t * 1000},v1=zz`, /missing or malformed/],
+    ] as const
+  ) {
+    const answer = verify(body, header);
+    assert.equal(answer.ok, false, header);
+    if (!answer.ok) assert.match(answer.detail, words, header);
+  }
+});
+
+Deno.test("pubsubVerifier() takes a token whose aud is a list holding the audience, and refuses one whose email_verified is missing", async () => {
+  const google = await fakeGoogle();
+  const verify = pubsubVerifier({
+    audience: PUBSUB.audience,
+    jwks: google.jwks,
+    serviceAccount: PUBSUB.serviceAccount,
+  });
+  const listed = await google.token({
+    aud: ["https://elsewhere.example.test/", PUBSUB.audience],
+  });
+  assert.deepEqual(await verify(`Bearer ${listed}`), { ok: true });
+  const unlisted = await google.token({
+    aud: ["https://elsewhere.example.test/"],
+  });
+  const refused = await verify(`Bearer ${unlisted}`);
+  assert.equal(refused.ok, false);
+  assert.match(!refused.ok && refused.hint || "", /PUBSUB_AUDIENCE/);
+  const unverified = await verify(
+    `Bearer ${await google.token({ email_verified: undefined })}`,
+  );
+  assert.equal(unverified.ok, false);
+  assert.match(
+    !unverified.ok && unverified.hint || "",
+    /PUBSUB_SERVICE_ACCOUNT/,
+  );
+});
