@@ -102,3 +102,37 @@ Deno.test("nameUnread wraps a Worker's handlers without reading its getters, whi
   assert.equal(await plain.fetch().text(), "own");
   assert.equal(logged.length, 2, JSON.stringify(logged));
 });
+
+Deno.test("nameUnread names the unread settings on the first call of a handler a getter gives, and keeps the nearest of each name and the object's other values, enumerable, with nothing of Object's", async () => {
+  class Handlers {
+    readonly seen: string[] = [];
+    readonly fetch: () => Response;
+    constructor() {
+      // An own handler of the name its class also has: the own one.
+      this.fetch = () => new Response("own");
+    }
+    get queue(): (batch: unknown) => Promise<void> {
+      return (_batch) => {
+        this.seen.push("queue");
+        return Promise.resolve();
+      };
+    }
+  }
+  Object.defineProperty(Handlers.prototype, "fetch", {
+    value: () => new Response("the class's"),
+  });
+  const original = new Handlers();
+  const logged: string[] = [];
+  const worker = workerConfig(ENV).nameUnread(
+    original,
+    (line) => void logged.push(line),
+  );
+  assert.deepEqual(Object.keys(worker).sort(), ["fetch", "queue", "seen"]);
+  assert.equal(worker.seen, original.seen);
+  // The getter's handler alone is called: it names them.
+  await worker.queue({});
+  assert.deepEqual(original.seen, ["queue"]);
+  assert.equal(logged.length, 1, JSON.stringify(logged));
+  assert.equal(await worker.fetch().text(), "own");
+  assert.equal(logged.length, 1, JSON.stringify(logged));
+});
