@@ -125,6 +125,8 @@ Deno.test("secretMasker() masks a secret holding a control character JSON writes
   const quoted = JSON.stringify(secret).slice(1, -1);
   assert.equal(quoted, "tok\\n1\\t2\\r3\\b4\\f5");
   assert.equal(mask(`a ${quoted} b`), "a <T> b");
+  // %-encoded, each byte in two hex digits: `%0A`, `%09`.
+  assert.equal(mask(`a ${encodeURIComponent(secret)} b`), "a <T> b");
 });
 
 Deno.test("secretMasker() masks a secret in base64url, where its base64 holds a '+' or '/'", () => {
