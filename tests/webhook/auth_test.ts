@@ -531,3 +531,25 @@ Deno.test("pubsubVerifier() takes a token whose aud is a list holding the audien
     /PUBSUB_SERVICE_ACCOUNT/,
   );
 });
+
+Deno.test("pubsubVerifier() hints at the clock only for a token otherwise this route's: the audience first, then the account", async () => {
+  const google = await fakeGoogle();
+  const verify = pubsubVerifier({
+    audience: PUBSUB.audience,
+    jwks: google.jwks,
+    serviceAccount: PUBSUB.serviceAccount,
+  });
+  const nowS = Math.floor(Date.now() / 1000);
+  const expired = { iat: nowS - 7200, exp: nowS - 3600 };
+  const elsewhere = { aud: "https://elsewhere.example.test/" };
+  const other = { email: "someone@elsewhere.iam.gserviceaccount.com" };
+  const hint = async (claims: Record<string, unknown>) => {
+    const answer = await verify(`Bearer ${await google.token(claims)}`);
+    assert.equal(answer.ok, false);
+    return !answer.ok && answer.hint || "";
+  };
+  assert.match(await hint({ ...expired, ...elsewhere }), /PUBSUB_AUDIENCE/);
+  assert.match(await hint({ ...expired, ...other }), /PUBSUB_SERVICE_ACCOUNT/);
+  assert.match(await hint({ ...elsewhere, ...other }), /PUBSUB_AUDIENCE/);
+  assert.match(await hint(expired), /clock/);
+});
