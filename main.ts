@@ -822,6 +822,9 @@ async function openPostgres(
     } as Pick<postgres.Options<Record<string, never>>, "ssl">;
     // postgres() itself throws on a URL it cannot decode.
     sql = postgres(database.url, {
+      // The name decoded, as the start line says it: postgres.js sends
+      // the URL's path undecoded (`pay%40ments`, not `pay@ments`).
+      ...(database.name ? { database: database.name } : {}),
       onnotice: () => {},
       backoff: reconnectBackoffS,
       // A partition drops packets: no close, no error, and postgres.js

@@ -245,6 +245,8 @@ export async function main(
   // TLS as the URL says, as the service connects (main.ts), whatever
   // PGSSL or PGSSLNEGOTIATION say.
   const sql = postgres(url, {
+    // The name decoded, as the service connects (main.ts).
+    ...(database.name ? { database: database.name } : {}),
     onnotice: () => {},
     ssl: database.ssl,
     sslnegotiation: database.sslnegotiation,

@@ -179,6 +179,13 @@ export interface Config {
   readonly database?: {
     url: string;
     description: string;
+    /**
+     * The database name, its %-escapes decoded (`pay%40ments` is
+     * `pay@ments`), as the start line names it and libpq reads it; absent
+     * where the URL names none. Passed as the client's `database` option:
+     * postgres.js 3.4.9 sends the URL's path undecoded.
+     */
+    name?: string;
     /** The client's `ssl` option, as the URL asks (see {@linkcode DatabaseTls}). */
     ssl: DatabaseTls;
     /**
@@ -530,6 +537,7 @@ export function databaseUrl(
     }, ${tls.words}`,
     ssl: tls.ssl,
     sslnegotiation: tls.direct ? "direct" : null,
+    ...(database.length > 1 ? { name: database.slice(1) } : {}),
   };
 }
 

@@ -69,6 +69,8 @@ export interface Context {
 /** A database and the client's TLS options. */
 export interface Database {
   readonly url: string;
+  /** The database name, %-escapes decoded (`loadConfig` gives it), sent in place of the URL's path. */
+  readonly name?: string | undefined;
   readonly ssl: DatabaseTls;
   readonly sslnegotiation: "direct" | null;
 }
@@ -120,7 +122,12 @@ export async function withPostgresStore<T>(
   // ending a client that never queried sends nothing.
   // Two connections, and the queue handler's 4 lanes of signer calls: 6, the
   // connections a Worker holds at a time (more wait, on the send's clock).
-  const sql = postgres(database.url, { max: 2, ...tls });
+  // The name decoded: postgres.js sends the URL's path undecoded.
+  const sql = postgres(database.url, {
+    max: 2,
+    ...(database.name ? { database: database.name } : {}),
+    ...tls,
+  });
   const store = new PostgresStore(sql);
   try {
     return await use(store);

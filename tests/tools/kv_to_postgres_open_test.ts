@@ -16,7 +16,12 @@ import assert from "node:assert/strict";
 import { DatabaseSync } from "node:sqlite";
 import postgres from "postgres";
 import { KvStore } from "../../store/kv.ts";
-import { freshDatabase, postgresAvailable } from "../_postgres.ts";
+import {
+  freshDatabase,
+  postgresAvailable,
+  postgresUrl,
+  sharedClient,
+} from "../_postgres.ts";
 import { runMove, runTool } from "./_run_tool.ts";
 import { moveSchemaOn, namesIn, schemaVersion } from "../_kv_files.ts";
 import { timeout } from "../_timeout.ts";
@@ -275,6 +280,39 @@ Deno.test({
     } finally {
       await Deno.remove(dir, { recursive: true });
       await Deno.remove(elsewhere, { recursive: true });
+    }
+  }),
+});
+
+Deno.test({
+  name:
+    "deno task kv-to-postgres moves into a database whose name holds an '@' written %40, as the service connects to it",
+  ignore: !postgresAvailable,
+  fn: timeout(20_000, async () => {
+    const admin = await sharedClient();
+    const name = `pay@${crypto.randomUUID().replaceAll("-", "").slice(0, 12)}`;
+    await admin.unsafe(`CREATE DATABASE "${name}"`);
+    const dir = await Deno.makeTempDir({ prefix: "kv_to_postgres_open_" });
+    const path = `${dir}/relayer.kv`;
+    const url = new URL(await postgresUrl());
+    url.pathname = `/${name.replace("@", "%40")}`;
+    // The name given decoded: postgres.js sends the URL's path as it is.
+    const sql = postgres(url.href, {
+      database: name,
+      onnotice: () => {},
+      max: 1,
+    });
+    try {
+      await aStore(path);
+      // Before: 'database "pay%40…" does not exist', exit 2.
+      const run = await runMove({ KV_PATH: path, DATABASE_URL: url.href }, dir);
+      assert.equal(run.code, 0, `${run.out}${run.err}`);
+      const [n] = await sql`SELECT count(*)::int AS n FROM relayer.intents`;
+      assert.equal(n?.n, 1);
+    } finally {
+      await sql.end();
+      await admin.unsafe(`DROP DATABASE IF EXISTS "${name}" WITH (FORCE)`);
+      await Deno.remove(dir, { recursive: true });
     }
   }),
 });

@@ -4,6 +4,7 @@ import { ConfigError, loadConfig } from "../../webhook/config.ts";
 import {
   freshDatabase,
   postgresAvailable,
+  postgresUrl,
   sharedClient,
 } from "../_postgres.ts";
 import { closeEach } from "../_raw_http.ts";
@@ -782,4 +783,33 @@ Deno.test("loadConfig() names no '@' after a host where DATABASE_URL has no host
     assert.match(message, /: an '@' comes after its host: a raw '\/'/);
     assert.ok(!message.includes("%40"), message);
   }
+});
+
+Deno.test({
+  name:
+    "openService() connects to a database whose name holds an '@' written %40, as loadConfig() advises and the start line names it",
+  ignore: !postgresAvailable,
+  async fn() {
+    const admin = await sharedClient();
+    const name = `pay@${crypto.randomUUID().replaceAll("-", "").slice(0, 12)}`;
+    await admin.unsafe(`CREATE DATABASE "${name}"`);
+    try {
+      const url = new URL(await postgresUrl());
+      url.pathname = `/${name.replace("@", "%40")}`;
+      const config = loadConfig({ ...base, DATABASE_URL: url.href });
+      assert.match(config.database!.description, new RegExp(`/${name},`));
+      const service = await openService(config, { log: () => {} });
+      try {
+        await service.store.createIntent({ id: "pi_1", state: "authorized" });
+        const [row] = await admin.unsafe(
+          `SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = '${name}'`,
+        );
+        assert.ok(row!.n >= 1, `no session on ${name}`);
+      } finally {
+        await service.close();
+      }
+    } finally {
+      await admin.unsafe(`DROP DATABASE IF EXISTS "${name}" WITH (FORCE)`);
+    }
+  },
 });
