@@ -37,6 +37,51 @@ function client() {
 /** Lets every microtask queued so far (and those they queue) run. */
 const settle = () => new Promise((resolve) => setTimeout(resolve, 0));
 
+/**
+ * Runs `body` apart, where the garbage collector can be asked to run,
+ * after `client` (a stand-in of postgres.js's) and `reserveInTurn` are
+ * declared: `body` fills `given` with a `WeakRef` of each `gaveUp` it
+ * passed, and the answer is how many of them are still held after it.
+ */
+async function heldAfterGc(client: string, body: string): Promise<number> {
+  const module = new URL("../../store/_reserve_turns.ts", import.meta.url);
+  const script = await Deno.makeTempFile({ suffix: ".ts" });
+  try {
+    await Deno.writeTextFile(
+      script,
+      `import { reserveInTurn } from ${JSON.stringify(module.href)};
+const client = ${client};
+const given: WeakRef<() => boolean>[] = [];
+${body}
+const gc = (globalThis as unknown as { gc(): void }).gc;
+for (let i = 0; i < 2; i++) {
+  await new Promise((resolve) => setTimeout(resolve, 0));
+  gc();
+}
+console.log(given.filter((ref) => ref.deref() !== undefined).length);
+`,
+    );
+    const { success, stdout, stderr } = await new Deno.Command(
+      Deno.execPath(),
+      {
+        args: [
+          "run",
+          "--quiet",
+          "--v8-flags=--expose-gc",
+          "--allow-read",
+          script,
+        ],
+        stdout: "piped",
+        stderr: "piped",
+      },
+    ).output();
+    assert.ok(success, new TextDecoder().decode(stderr));
+    return Number(new TextDecoder().decode(stdout).trim());
+  } finally {
+    await Deno.remove(script);
+  }
+}
+
 Deno.test("reserveInTurn() passes the turn on once at a close, and not again when the reserve() it passed over settles", async () => {
   const { client: sql, waiting, close } = client();
   const answers = ["a", "b", "c"].map(() => reserveInTurn(sql, () => false));
@@ -73,50 +118,17 @@ Deno.test("reserveInTurn() passes the turn on when a reserve() rejects, and reje
 });
 
 Deno.test("reserveInTurn() keeps nothing of a reserve() once it settled: its watch of the pool's closes ends with it", async () => {
-  // Run apart, where the garbage collector can be asked to run: whether
-  // what each of 100 turns was given is still held after them.
-  const module = new URL("../../store/_reserve_turns.ts", import.meta.url);
-  const script = await Deno.makeTempFile({ suffix: ".ts" });
-  try {
-    await Deno.writeTextFile(
-      script,
-      `import { reserveInTurn } from ${JSON.stringify(module.href)};
-const client = { options: {}, reserve: () => Promise.resolve("connection") };
-const given: WeakRef<() => boolean>[] = [];
-for (let i = 0; i < 100; i++) {
+  // Whether what each of 100 turns was given is still held after them.
+  const held = await heldAfterGc(
+    `{ options: {}, reserve: () => Promise.resolve("connection") }`,
+    `for (let i = 0; i < 100; i++) {
   const gaveUp = () => false;
   given.push(new WeakRef(gaveUp));
   await reserveInTurn(client, gaveUp);
-}
-const gc = (globalThis as unknown as { gc(): void }).gc;
-for (let i = 0; i < 2; i++) {
-  await new Promise((resolve) => setTimeout(resolve, 0));
-  gc();
-}
-console.log(given.filter((ref) => ref.deref() !== undefined).length);
-`,
-    );
-    const { success, stdout, stderr } = await new Deno.Command(
-      Deno.execPath(),
-      {
-        args: [
-          "run",
-          "--quiet",
-          "--v8-flags=--expose-gc",
-          "--allow-read",
-          script,
-        ],
-        stdout: "piped",
-        stderr: "piped",
-      },
-    ).output();
-    assert.ok(success, new TextDecoder().decode(stderr));
-    const held = Number(new TextDecoder().decode(stdout).trim());
-    // The last turn's may outlive it a little; not one a turn.
-    assert.ok(held <= 5, `${held} of 100 turns' callers still held`);
-  } finally {
-    await Deno.remove(script);
-  }
+}`,
+  );
+  // The last turn's may outlive it a little; not one a turn.
+  assert.ok(held <= 5, `${held} of 100 turns' callers still held`);
 });
 
 Deno.test("reserveInTurn() passes the turn over 20,000 callers that gave up while it was held, and serves the next", async () => {
@@ -145,54 +157,21 @@ Deno.test("reserveInTurn() passes the turn over 20,000 callers that gave up whil
 });
 
 Deno.test("reserveInTurn() keeps nothing of a caller that gave up while the turn is held", async () => {
-  // Run apart, where the garbage collector can be asked to run: a
-  // reserve() that waits for long (every connection of the pool busy)
+  // A reserve() that waits for long (every connection of the pool busy)
   // holds the turn, and the writes that wait behind it give up, one a
   // connectionWaitMs, for as long as it waits.
-  const module = new URL("../../store/_reserve_turns.ts", import.meta.url);
-  const script = await Deno.makeTempFile({ suffix: ".ts" });
-  try {
-    await Deno.writeTextFile(
-      script,
-      `import { reserveInTurn } from ${JSON.stringify(module.href)};
-const client = { options: {}, reserve: () => new Promise(() => {}) };
-void reserveInTurn(client, () => false);
-const given: WeakRef<() => boolean>[] = [];
+  const held = await heldAfterGc(
+    `{ options: {}, reserve: () => new Promise(() => {}) }`,
+    `void reserveInTurn(client, () => false);
 for (let i = 0; i < 1000; i++) {
   let gave = false;
   const gaveUp = () => gave;
   given.push(new WeakRef(gaveUp));
   void reserveInTurn(client, gaveUp);
   gave = true;
-}
-const gc = (globalThis as unknown as { gc(): void }).gc;
-for (let i = 0; i < 2; i++) {
-  await new Promise((resolve) => setTimeout(resolve, 0));
-  gc();
-}
-console.log(given.filter((ref) => ref.deref() !== undefined).length);
-`,
-    );
-    const { success, stdout, stderr } = await new Deno.Command(
-      Deno.execPath(),
-      {
-        args: [
-          "run",
-          "--quiet",
-          "--v8-flags=--expose-gc",
-          "--allow-read",
-          script,
-        ],
-        stdout: "piped",
-        stderr: "piped",
-      },
-    ).output();
-    assert.ok(success, new TextDecoder().decode(stderr));
-    const held = Number(new TextDecoder().decode(stdout).trim());
-    assert.ok(held <= 64, `${held} of 1,000 callers that gave up still held`);
-  } finally {
-    await Deno.remove(script);
-  }
+}`,
+  );
+  assert.ok(held <= 64, `${held} of 1,000 callers that gave up still held`);
 });
 
 Deno.test("reserveInTurn() lets go of callers that gave up after a turn served many: the queue grows again from what is left", async () => {
