@@ -556,6 +556,38 @@ Deno.test("openService() whose start gave up ends the database's sockets itself:
   }
 });
 
+/**
+ * `openService()`'s refusal on a fresh database as a new role made with
+ * `options` (`CREATE ROLE … LOGIN PASSWORD … <options>`), checked by
+ * `check`; the role's password never in it.
+ */
+async function refusedAsNewRole(
+  options: string,
+  check: (message: string) => void,
+): Promise<void> {
+  const database = await freshDatabase();
+  const admin = await sharedClient();
+  const role = `r${crypto.randomUUID().replaceAll("-", "").slice(0, 12)}`;
+  await admin.unsafe(
+    `CREATE ROLE "${role}" LOGIN PASSWORD '${role}-pw' ${options}`,
+  );
+  try {
+    const url = new URL(database.url);
+    url.username = role;
+    url.password = `${role}-pw`;
+    const config = loadConfig({ ...base, DATABASE_URL: url.href });
+    await assert.rejects(openService(config), (error) => {
+      assert.ok(error instanceof ConfigError, String(error));
+      check(error.message);
+      assert.ok(!error.message.includes(`${role}-pw`), error.message);
+      return true;
+    });
+  } finally {
+    await database.drop();
+    await admin.unsafe(`DROP ROLE "${role}"`);
+  }
+}
+
 Deno.test({
   name:
     "openService() points a role refused by PostgreSQL at the grants it needs, in one line",
@@ -563,27 +595,11 @@ Deno.test({
   async fn() {
     // A role that may log in and nothing else: on a fresh database it
     // cannot create the store's schema.
-    const database = await freshDatabase();
-    const admin = await sharedClient();
-    const role = `r${crypto.randomUUID().replaceAll("-", "").slice(0, 12)}`;
-    await admin.unsafe(`CREATE ROLE "${role}" LOGIN PASSWORD '${role}-pw'`);
-    try {
-      const url = new URL(database.url);
-      url.username = role;
-      url.password = `${role}-pw`;
-      const config = loadConfig({ ...base, DATABASE_URL: url.href });
-      await assert.rejects(openService(config), (error) => {
-        assert.ok(error instanceof ConfigError, String(error));
-        assert.match(
-          error.message,
-          /^DATABASE_URL: cannot open PostgreSQL .*: Cannot migrate the PostgreSQL schema "relayer" as this role may not change it \(permission denied for database [^)]*\): run migrate\(\) once as the schema's owner \(at the first start, and before starting a version that changes the schema\); docs\/postgres\.md lists the grants a service role needs after that$/,
-        );
-        return true;
-      });
-    } finally {
-      await database.drop();
-      await admin.unsafe(`DROP ROLE "${role}"`);
-    }
+    await refusedAsNewRole("", (message) =>
+      assert.match(
+        message,
+        /^DATABASE_URL: cannot open PostgreSQL .*: Cannot migrate the PostgreSQL schema "relayer" as this role may not change it \(permission denied for database [^)]*\): run migrate\(\) once as the schema's owner \(at the first start, and before starting a version that changes the schema\); docs\/postgres\.md lists the grants a service role needs after that$/,
+      ));
   },
 });
 
@@ -717,33 +733,14 @@ Deno.test({
     "openService() says what to do when PostgreSQL has no connection slot for the role (its CONNECTION LIMIT reached), in one line",
   ignore: !postgresAvailable,
   async fn() {
-    const database = await freshDatabase();
-    const admin = await sharedClient();
-    const role = `r${crypto.randomUUID().replaceAll("-", "").slice(0, 12)}`;
     // Every slot the role may hold already taken: the limit at 0.
-    await admin.unsafe(
-      `CREATE ROLE "${role}" LOGIN PASSWORD '${role}-pw' CONNECTION LIMIT 0`,
-    );
-    try {
-      const url = new URL(database.url);
-      url.username = role;
-      url.password = `${role}-pw`;
-      const config = loadConfig({ ...base, DATABASE_URL: url.href });
-      await assert.rejects(openService(config), (error) => {
-        assert.ok(error instanceof ConfigError, String(error));
-        // Before: the server's words alone, "too many connections for
-        // role …", with nothing to do.
-        assert.match(
-          error.message,
-          /^DATABASE_URL: cannot open PostgreSQL [^\n]*: too many connections for role "r[0-9a-f]+" \(the server has no connection slot left for this role: its CONNECTION LIMIT, the database's or the server's max_connections is reached; see pg_stat_activity for who holds them, end the idle ones or raise the limit, then try again\)$/,
-        );
-        assert.ok(!error.message.includes(`${role}-pw`), error.message);
-        return true;
-      });
-    } finally {
-      await database.drop();
-      await admin.unsafe(`DROP ROLE "${role}"`);
-    }
+    await refusedAsNewRole("CONNECTION LIMIT 0", (message) =>
+      // Before: the server's words alone, "too many connections for
+      // role …", with nothing to do.
+      assert.match(
+        message,
+        /^DATABASE_URL: cannot open PostgreSQL [^\n]*: too many connections for role "r[0-9a-f]+" \(the server has no connection slot left for this role: its CONNECTION LIMIT, the database's or the server's max_connections is reached; see pg_stat_activity for who holds them, end the idle ones or raise the limit, then try again\)$/,
+      ));
   },
 });
 
