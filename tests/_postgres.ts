@@ -359,14 +359,15 @@ export function onReadOnlySchema(
 
 /**
  * A fresh database on this run's server, for a service that takes a
- * `DATABASE_URL` (and migrates its own schema); `drop()` removes it.
+ * `DATABASE_URL` (and migrates its own schema), made with `options`
+ * after its name (`ENCODING …`, `LOCALE_PROVIDER …`); `drop()` removes it.
  */
-export async function freshDatabase(): Promise<
+export async function freshDatabase(options = ""): Promise<
   { url: string; drop(): Promise<void> }
 > {
   const sql = await sharedClient();
   const name = freshSchema();
-  await sql.unsafe(`CREATE DATABASE "${name}"`);
+  await sql.unsafe(`CREATE DATABASE "${name}" ${options}`);
   const url = new URL(await postgresUrl());
   url.pathname = `/${name}`;
   return {

@@ -13,12 +13,7 @@ import postgres from "postgres";
 import { createRelayer, type Store } from "../../mod.ts";
 import { PostgresStore } from "../../store/postgres.ts";
 import { kvBackend, memoryBackend } from "../_stores.ts";
-import {
-  freshSchema,
-  postgresAvailable,
-  postgresUrl,
-  sharedClient,
-} from "../_postgres.ts";
+import { freshDatabase, postgresAvailable } from "../_postgres.ts";
 import { timeout } from "../_timeout.ts";
 
 /** Ids an en-US collation orders otherwise than code points. */
@@ -104,14 +99,10 @@ Deno.test({
     assert.deepEqual(expected.MemoryStore!.all, [ordered]);
     assert.deepEqual(expected.MemoryStore!.byOne.flat(), ordered);
 
-    const admin = await sharedClient();
-    const name = freshSchema();
-    await admin.unsafe(
-      `CREATE DATABASE "${name}" LOCALE_PROVIDER icu ICU_LOCALE 'en-US' LOCALE 'C.UTF-8' TEMPLATE template0`,
+    const database = await freshDatabase(
+      "LOCALE_PROVIDER icu ICU_LOCALE 'en-US' LOCALE 'C.UTF-8' TEMPLATE template0",
     );
-    const url = new URL(await postgresUrl());
-    url.pathname = `/${name}`;
-    const sql = postgres(url.href, {
+    const sql = postgres(database.url, {
       max: 2,
       onnotice: () => {},
       max_lifetime: null,
@@ -129,7 +120,7 @@ Deno.test({
     } finally {
       store.close();
       await sql.end({ timeout: 1 });
-      await admin.unsafe(`DROP DATABASE IF EXISTS "${name}" WITH (FORCE)`);
+      await database.drop();
     }
   }),
 });

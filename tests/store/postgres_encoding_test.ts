@@ -17,12 +17,7 @@ import {
   type Store,
 } from "../../mod.ts";
 import { PostgresStore } from "../../store/postgres.ts";
-import {
-  freshSchema,
-  postgresAvailable,
-  postgresUrl,
-  sharedClient,
-} from "../_postgres.ts";
+import { freshDatabase, postgresAvailable } from "../_postgres.ts";
 import { timeout } from "../_timeout.ts";
 
 /** Runs `body` on a store in a fresh database of `encoding`, then drops it. */
@@ -31,14 +26,10 @@ function inDatabase(
   body: (store: PostgresStore, sql: postgres.Sql) => Promise<void>,
 ): (t: Deno.TestContext) => Promise<void> {
   return timeout(30_000, async () => {
-    const admin = await sharedClient();
-    const name = freshSchema();
-    await admin.unsafe(
-      `CREATE DATABASE "${name}" ENCODING '${encoding}' LC_COLLATE 'C' LC_CTYPE 'C' TEMPLATE template0`,
+    const database = await freshDatabase(
+      `ENCODING '${encoding}' LC_COLLATE 'C' LC_CTYPE 'C' TEMPLATE template0`,
     );
-    const url = new URL(await postgresUrl());
-    url.pathname = `/${name}`;
-    const sql = postgres(url.href, {
+    const sql = postgres(database.url, {
       max: 2,
       onnotice: () => {},
       max_lifetime: null,
@@ -50,7 +41,7 @@ function inDatabase(
     } finally {
       store.close();
       await sql.end({ timeout: 1 });
-      await admin.unsafe(`DROP DATABASE IF EXISTS "${name}" WITH (FORCE)`);
+      await database.drop();
     }
   });
 }
