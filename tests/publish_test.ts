@@ -15,6 +15,7 @@ import { ConfigError, loadConfig } from "../webhook/config.ts";
 import { qstashPublisher } from "../webhook/qstash_publisher.ts";
 import { withTimeout } from "./_timeout.ts";
 import { closeEach, type RawAnswer, rawHttpServer } from "./_raw_http.ts";
+import { dotnetEscaped, lowerPercent, unicodeEscaped } from "./_echo_forms.ts";
 
 interface Publish {
   readonly path: string;
@@ -393,19 +394,10 @@ Deno.test("qstashPublisher() never repeats its token in an error, though the ans
   // writers every character that is not a letter or a digit; the token's
   // base64, in a dump of the headers, is escaped alike.
   const token = "QSTOK/0123456789+<ab&'cd>==";
-  const lower = (text: string) =>
-    text.replace(/%[0-9A-F]{2}/g, (escape) => escape.toLowerCase());
+  const lower = lowerPercent;
   const dotnet = (text: string) =>
-    JSON.stringify(text).slice(1, -1).replace(
-      /[+<>&']/g,
-      (c) =>
-        `\\u${c.charCodeAt(0).toString(16).toUpperCase().padStart(4, "0")}`,
-    );
-  const everyOther = (text: string) =>
-    text.replace(
-      /[^A-Za-z0-9]/g,
-      (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, "0")}`,
-    );
+    dotnetEscaped(JSON.stringify(text).slice(1, -1));
+  const everyOther = (text: string) => unicodeEscaped(text, /[^A-Za-z0-9]/g);
   const echoes = [
     (auth: string) => `/login?auth=${lower(encodeURIComponent(auth))}`,
     (auth: string) =>

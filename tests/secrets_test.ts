@@ -17,6 +17,7 @@ import {
 import { timeout } from "./_timeout.ts";
 import { dataEchoingKv, revocableKv } from "./_echoing_kv.ts";
 import { startMain } from "./_main_process.ts";
+import { dotnetEscaped, lowerPercent, unicodeEscaped } from "./_echo_forms.ts";
 
 const SECRETS = {
   WEBHOOK_SECRET: "webhook-secret-AAAA-1111",
@@ -315,19 +316,9 @@ Deno.test(
 
 Deno.test("remoteKvRefusal() masks DENO_KV_ACCESS_TOKEN in lower-case %-escapes and JSON's \\u escapes, and leaves other text be", () => {
   const token = "Kv/pass+2024<&'>x";
-  const lower = encodeURIComponent(token).replace(
-    /%[0-9A-F]{2}/g,
-    (escape) => escape.toLowerCase(),
-  );
-  // .NET's JSON writer: '+', '<', '>', '&' and '\'' as \u002B and so on.
-  const dotnet = token.replace(
-    /[+<>&']/g,
-    (c) => `\\u${c.charCodeAt(0).toString(16).toUpperCase().padStart(4, "0")}`,
-  );
-  const everyOther = token.replace(
-    /[^A-Za-z0-9]/g,
-    (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, "0")}`,
-  );
+  const lower = lowerPercent(encodeURIComponent(token));
+  const dotnet = dotnetEscaped(token);
+  const everyOther = unicodeEscaped(token);
   for (const echo of [lower, dotnet, everyOther]) {
     assert.equal(
       remoteKvRefusal(new Error(`401 at /kv%2fdb: you sent ${echo}`), token),

@@ -4,16 +4,10 @@
  */
 import assert from "node:assert/strict";
 import { secretMasker } from "../../policy/_walk.ts";
+import { unicodeEscaped } from "../_echo_forms.ts";
 
 const unicode = (text: string, upper = false) =>
-  [...text].map((char) =>
-    /^[A-Za-z0-9]$/.test(char) ? char : [...Array(char.length).keys()].map(
-      (i) => {
-        const hex = char.charCodeAt(i).toString(16).padStart(4, "0");
-        return `\\u${upper ? hex.toUpperCase() : hex}`;
-      },
-    ).join("")
-  ).join("");
+  unicodeEscaped(text, /[^A-Za-z0-9]/gu, upper);
 
 Deno.test("secretMasker() masks a secret as it is, JSON-escaped, \\u-escaped in either case, %-encoded in either case, and in base64", () => {
   const secret = 'tok/1+2 x%é😀"\\';
@@ -94,11 +88,7 @@ Deno.test("secretMasker() masks a secret JSON-escaped three times, its escapes a
   const secret = 'tok/1+2"x\\y<z %é';
   const mask = secretMasker([[secret, "<T>"]]);
   // A writer that escapes every character not an ASCII letter or digit.
-  const every = (text: string) =>
-    text.replace(
-      /[^A-Za-z0-9]/g,
-      (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, "0")}`,
-    );
+  const every = (text: string) => unicodeEscaped(text, /[^A-Za-z0-9]/g);
   const thrice = (inner: string) =>
     JSON.stringify({
       gateway: JSON.stringify({ upstream: `{"error":"${inner}"}` }),

@@ -13,6 +13,7 @@ import {
   MemoryStore,
 } from "../../mod.ts";
 import { KvStore } from "../../store/kv.ts";
+import { dotnetEscaped, lowerPercent } from "../_echo_forms.ts";
 
 function senderAnswering(txHash: unknown): HttpSender {
   return new HttpSender({
@@ -346,14 +347,8 @@ Deno.test("HttpSender.send() masks a header's value in an unusable txHash the si
 
 Deno.test("HttpSender() masks a header's value in lower-case %-escapes and in JSON's \\u escapes of any character, and leaves other text be", async () => {
   const token = "SGN/0123456789+<&'>";
-  const lower = encodeURIComponent(token).replace(
-    /%[0-9A-F]{2}/g,
-    (escape) => escape.toLowerCase(),
-  );
-  const dotnet = token.replace(
-    /[+<>&']/g,
-    (c) => `\\u${c.charCodeAt(0).toString(16).toUpperCase().padStart(4, "0")}`,
-  );
+  const lower = lowerPercent(encodeURIComponent(token));
+  const dotnet = dotnetEscaped(token);
   for (
     const body of [
       `see /login?next=%2fhome&auth=${lower}`,
