@@ -11,6 +11,7 @@
 
 import assert from "node:assert/strict";
 import type { Store } from "../../mod.ts";
+import { deadLetter } from "../../testing/_fixtures.ts";
 import { BACKENDS } from "../_stores.ts";
 
 const ODD = "a\0b\uD83Dc\uDE00d😀";
@@ -108,17 +109,7 @@ for (const backend of BACKENDS) {
               claim: { key: "t\uDC00", now: 1, expiresAt: 9 },
               now: 1,
             }),
-          () =>
-            store.putDeadLetter({
-              jobId: "local/\uD800/unreadable",
-              intentId: "",
-              deliveries: 1,
-              cause: "declared",
-              reason: "r",
-              resolution: "s",
-              lastError: "e",
-              poisonedAt: 1,
-            }),
+          () => store.putDeadLetter(deadLetter("local/\uD800/unreadable", 1)),
         ]
       ) {
         await assert.rejects(
@@ -140,16 +131,7 @@ for (const backend of BACKENDS) {
   Deno.test(`${backend.name} reads nothing under an id with a lone surrogate, not the id whose U+FFFD it would be kept as`, async () => {
     const { store, close } = await backend.open();
     try {
-      await store.putDeadLetter({
-        jobId: "local/\uFFFD/unreadable",
-        intentId: "",
-        deliveries: 1,
-        cause: "declared",
-        reason: "r",
-        resolution: "s",
-        lastError: "e",
-        poisonedAt: 1,
-      });
+      await store.putDeadLetter(deadLetter("local/\uFFFD/unreadable", 1));
       await store.admit({ count: "pi_1/\uFFFD", now: 1 });
       assert.equal(await store.getDeadLetter("local/\uD800/unreadable"), null);
       assert.equal(await store.getDeadLetter("local/\uDC00/unreadable"), null);

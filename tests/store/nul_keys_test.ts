@@ -8,21 +8,28 @@
  */
 
 import assert from "node:assert/strict";
-import type { DeadLetter, Store } from "../../mod.ts";
+import type { Intent, Store } from "../../mod.ts";
+import type { WriteOptions } from "../../store/store.ts";
+import { deadLetter } from "../../testing/_fixtures.ts";
 import { BACKENDS } from "../_stores.ts";
 
 const N = "\0";
 
-const letter: DeadLetter = {
-  jobId: "pi_1/settle",
-  intentId: "pi_1",
-  deliveries: 1,
-  cause: "declared",
-  reason: "r",
-  resolution: "s",
-  lastError: "e",
-  poisonedAt: 1,
-};
+const letter = deadLetter("pi_1/settle", 1);
+
+/** pi_1 moved from authorized to settling, with `options`. */
+async function toSettling(
+  store: Store,
+  options?: WriteOptions,
+): Promise<Intent> {
+  const intent = (await store.getIntent("pi_1"))!;
+  return store.transition(intent.id, {
+    from: "authorized",
+    to: "settling",
+    version: intent.version,
+    at: 1,
+  }, options);
+}
 
 /** Each write with a NUL in a key or id, by what it names. */
 const WRITES: readonly [string, (store: Store) => Promise<unknown>][] = [
@@ -67,36 +74,17 @@ const WRITES: readonly [string, (store: Store) => Promise<unknown>][] = [
         marks: { keys: [`gaveup/q${N}`], now: 1 },
       }),
   ],
-  ["lease.owner", async (store) => {
-    const intent = (await store.getIntent("pi_1"))!;
-    return store.transition(intent.id, {
-      from: "authorized",
-      to: "settling",
-      version: intent.version,
-      at: 1,
-    }, {
-      lease: { owner: `d${N}`, now: 1, ttlMs: 1_000 },
-    });
-  }],
-  ["unlessCounted", async (store) => {
-    const intent = (await store.getIntent("pi_1"))!;
-    return store.transition(intent.id, {
-      from: "authorized",
-      to: "settling",
-      version: intent.version,
-      at: 1,
-    }, {
-      unlessCounted: [`givingup/q${N}`],
-    });
-  }],
+  [
+    "lease.owner",
+    (store) =>
+      toSettling(store, { lease: { owner: `d${N}`, now: 1, ttlMs: 1_000 } }),
+  ],
+  [
+    "unlessCounted",
+    (store) => toSettling(store, { unlessCounted: [`givingup/q${N}`] }),
+  ],
   ["lastBroadcast.txHash", async (store) => {
-    const intent = (await store.getIntent("pi_1"))!;
-    const settling = await store.transition(intent.id, {
-      from: "authorized",
-      to: "settling",
-      version: intent.version,
-      at: 1,
-    });
+    const settling = await toSettling(store);
     return store.recordBroadcast(settling.id, settling.version, {
       outcome: "sent",
       txHash: `0x${N}`,
