@@ -10,7 +10,7 @@
  */
 
 import assert from "node:assert/strict";
-import type { Store } from "../../mod.ts";
+import { BusyError, type Store } from "../../mod.ts";
 import { deadLetter } from "../../testing/_fixtures.ts";
 import { BACKENDS } from "../_stores.ts";
 
@@ -104,6 +104,8 @@ for (const backend of BACKENDS) {
       for (
         const write of [
           () => store.admit({ count: "pi_1/\uD800", now: 1 }),
+          // A lone surrogate alone, the whole of the id.
+          () => store.admit({ count: "\uDC00", now: 1 }),
           () =>
             store.admit({
               claim: { key: "t\uDC00", now: 1, expiresAt: 9 },
@@ -128,6 +130,41 @@ for (const backend of BACKENDS) {
 }
 
 for (const backend of BACKENDS) {
+  Deno.test(`${backend.name} keeps a dead letter's odd text as U+FFFD when it is in one field alone`, async () => {
+    const { store, close } = await backend.open();
+    try {
+      const fields = ["reason", "resolution", "lastError"] as const;
+      for (const [i, field] of fields.entries()) {
+        const jobId = `pi_${i}/settle`;
+        await store.putDeadLetter({
+          jobId,
+          intentId: `pi_${i}`,
+          deliveries: 1,
+          cause: "declared",
+          reason: "r",
+          resolution: "s",
+          lastError: "e",
+          poisonedAt: 1,
+          [field]: ODD,
+        });
+        const letter = await store.getDeadLetter(jobId);
+        assert.deepEqual(
+          [letter?.reason, letter?.resolution, letter?.lastError],
+          fields.map((other) =>
+            other === field
+              ? KEPT
+              : { reason: "r", resolution: "s", lastError: "e" }[other]
+          ),
+          field,
+        );
+      }
+    } finally {
+      await close();
+    }
+  });
+}
+
+for (const backend of BACKENDS) {
   Deno.test(`${backend.name} reads nothing under an id with a lone surrogate, not the id whose U+FFFD it would be kept as`, async () => {
     const { store, close } = await backend.open();
     try {
@@ -139,6 +176,47 @@ for (const backend of BACKENDS) {
       // The ids themselves are there.
       assert.ok(await store.getDeadLetter("local/\uFFFD/unreadable"));
       assert.equal(await store.deliveries("pi_1/\uFFFD"), 1);
+    } finally {
+      await close();
+    }
+  });
+}
+
+for (const backend of BACKENDS) {
+  Deno.test(`${backend.name} releases no lease for an owner with a lone surrogate, not the lease of the owner whose U+FFFD it would be kept as`, async () => {
+    const { store, close } = await backend.open();
+    try {
+      const read = await store.createIntent({
+        id: "pi_1",
+        state: "authorized",
+        hold: "pending",
+      });
+      await store.putDeadLetter({
+        jobId: "pi_1/settle",
+        intentId: "pi_1",
+        deliveries: 1,
+        cause: "declared",
+        reason: "r",
+        resolution: "s",
+        lastError: "e",
+        poisonedAt: 10,
+      }, {
+        intentVersion: read.version,
+        lease: { owner: "drop\uFFFD", ttlMs: 1_000, now: 10, keep: true },
+      });
+      await store.releaseLease!("pi_1", "drop\uD800");
+      await store.releaseLease!("pi_1", "drop\uDC00");
+      // The lease of the owner itself still holds another owner off.
+      const held = (await store.getIntent("pi_1"))!;
+      await assert.rejects(
+        store.transition("pi_1", {
+          from: "authorized",
+          to: "settling",
+          version: held.version,
+          at: 20,
+        }, { lease: { owner: "next", ttlMs: 1_000, now: 20 } }),
+        (error) => error instanceof BusyError,
+      );
     } finally {
       await close();
     }

@@ -48,6 +48,14 @@ const WRITES: readonly [string, (store: Store) => Promise<unknown>][] = [
     (store) => store.putDeadLetter({ ...letter, intentId: `pi${N}` }),
   ],
   [
+    "queue.queue",
+    (store) =>
+      store.putDeadLetter({
+        ...letter,
+        queue: { queue: `generic${N}`, messageId: "m" },
+      }),
+  ],
+  [
     "queue.messageId",
     (store) =>
       store.putDeadLetter({
