@@ -71,3 +71,28 @@ for (const backend of [memoryBackend, kvBackend]) {
     }
   });
 }
+
+Deno.test("Relayer.giveUp() keeps a queue's id of 1 KiB of UTF-8 as it is, and one of 342 three-byte characters (1,026 bytes) as its sha256", async () => {
+  const { store, close } = await openAuthorized(memoryBackend, JOB.intentId);
+  try {
+    const relayer = createRelayer({
+      store,
+      sender: new ScriptedSender({}),
+      now: () => 1_000,
+    });
+    const queue = {
+      queue: "generic",
+      messageId: "m".repeat(1_024),
+      dlqId: "\u20ac".repeat(342),
+    };
+    assert.equal(
+      (await relayer.giveUp(JOB, { deliveries: 3, queue })).action,
+      "poison",
+    );
+    const letter = await store.getDeadLetter("pi_0001/settle");
+    assert.equal(letter?.queue?.messageId, queue.messageId);
+    assert.match(letter?.queue?.dlqId ?? "", /^sha256:[0-9a-f]{64}$/);
+  } finally {
+    await close();
+  }
+});

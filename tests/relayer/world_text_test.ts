@@ -1,6 +1,7 @@
 import assert from "node:assert/strict";
 import {
   createRelayer,
+  MemoryStore,
   notSent,
   poison,
   type Sender,
@@ -149,8 +150,92 @@ Deno.test("an unreadable message's detail cut at 300 characters inside an emoji 
   for (const [name, value] of Object.entries(seen)) {
     assert.ok(value.lastError!.isWellFormed(), name);
     assert.ok(value.reason!.isWellFormed(), name);
+    // Cut before the emoji, not at its half kept as U+FFFD.
+    assert.equal(value.lastError, "x".repeat(299), name);
   }
 });
+
+Deno.test("an unreadable message's reason cut at 300 characters inside an emoji keeps no half of it", async (t) => {
+  const prefix = "unreadable local queue message: ";
+  const seen = await alike(t, async (store) => {
+    const relayer = await relaying(store, () => Promise.reject(new Error()));
+    const jobId = await relayer.keepUnreadable({
+      queue: "local",
+      id: "m-1",
+      raw: "{",
+      detail: `${"x".repeat(299 - prefix.length)}😀 and more`,
+    });
+    const letter = await store.getDeadLetter(jobId);
+    return { reason: letter?.reason, lastError: letter?.lastError };
+  });
+  for (const [name, value] of Object.entries(seen)) {
+    // Cut before the emoji, not at its half kept as U+FFFD.
+    assert.equal(
+      value.reason,
+      `${prefix}${"x".repeat(299 - prefix.length)}`,
+      name,
+    );
+  }
+});
+
+/**
+ * A memory store that keeps, as JSON, what each of its calls was handed:
+ * what a store of one's own would be given.
+ */
+function recording() {
+  const handed: string[] = [];
+  const memory = new MemoryStore();
+  const store = new Proxy(memory, {
+    get(target, key) {
+      const value = Reflect.get(target, key, target);
+      return typeof value === "function"
+        ? (...args: unknown[]) => {
+          handed.push(JSON.stringify(args));
+          return value.apply(target, args);
+        }
+        : value;
+    },
+  });
+  return { store, handed };
+}
+
+/** JSON's escape of U+0000 or of a surrogate, which a lone one is written as. */
+const UNKEPT_JSON = /\\u0000|\\ud[89a-f][0-9a-f]{2}/i;
+
+for (const [what, char] of TEXTS) {
+  Deno.test(`a store of one's own is handed text with ${what} as U+FFFD, as the stores here keep it`, async () => {
+    const cases: [string, Sender["send"]][] = [
+      [
+        "declared poison",
+        () => Promise.reject(poison(notSent(new Error(`nonce: ${char}`)))),
+      ],
+      ["unknown send", () => Promise.reject(new Error(`reset: ${char}`))],
+      [
+        "long error",
+        () => Promise.reject(new Error(`reset: ${char}${"e".repeat(2_000)}`)),
+      ],
+    ];
+    for (const [name, send] of cases) {
+      const { store, handed } = recording();
+      const relayer = await relaying(store, send);
+      await relayer.deliver(job, 1);
+      await relayer.giveUp(job, {
+        deliveries: 9,
+        queue: { queue: "generic", messageId: "m-1" },
+      });
+      await relayer.keepUnreadable({
+        queue: "local",
+        id: "m-1",
+        raw: "{",
+        detail: `not JSON: ${char}`,
+      });
+      assert.ok(await store.getDeadLetter("pi_1/settle"), name);
+      for (const args of handed) {
+        assert.doesNotMatch(args, UNKEPT_JSON, name);
+      }
+    }
+  });
+}
 
 Deno.test("a Sender's 1 MB error is cut before it is stored, alike on every store", async (t) => {
   const seen = await alike(t, async (store) => {
