@@ -205,3 +205,80 @@ Deno.test("reserveInTurn() lets go of callers that gave up after a turn served m
   await settle();
   assert.ok(answered >= 1_000 - 64, `${1_000 - answered} of 1,000 still kept`);
 });
+
+Deno.test("reserveInTurn() makes no reserve() for a caller that gave up before it asked, the turn free", async () => {
+  const { client: sql, waiting } = client();
+  assert.equal(await reserveInTurn(sql, () => true), null);
+  await settle();
+  assert.equal(waiting.length, 0, "a reserve() was made");
+  // The turn was not taken: the next caller is served.
+  const next = reserveInTurn(sql, () => false);
+  await settle();
+  assert.equal(waiting.length, 1);
+  waiting[0]!.resolve("a");
+  assert.equal(await next, "a");
+});
+
+/** `count` callers of `sql` behind the turn, each giving up once asked if `gave`, and how many times they were asked. */
+function callers(
+  sql: Parameters<typeof reserveInTurn>[0],
+  count: number,
+  gave: boolean,
+) {
+  const asked = { times: 0 };
+  const answers = Array.from({ length: count }, () => {
+    let given = false;
+    const answer = reserveInTurn(sql, () => {
+      asked.times++;
+      return given;
+    });
+    given = gave;
+    return answer;
+  });
+  return { answers, asked };
+}
+
+/** How many of `answers` have not settled yet. */
+async function unanswered(answers: Promise<unknown>[]): Promise<number> {
+  let answered = 0;
+  for (const answer of answers) void answer.then(() => answered++);
+  await settle();
+  return answers.length - answered;
+}
+
+Deno.test("reserveInTurn() asks each waiting caller a bounded number of times, and keeps at most as many that gave up as callers still waiting", async () => {
+  const { client: sql } = client();
+  void reserveInTurn(sql, () => false);
+  // 100 writes wait behind a reserve() that holds the turn, then 1,000
+  // give up behind them.
+  const waiting = callers(sql, 100, false);
+  const gaveUp = callers(sql, 1_000, true);
+  // Let go whenever the queue doubled: each caller asked O(1) times, not
+  // once for every caller that came after it (100,000 times here).
+  const asked = waiting.asked.times + gaveUp.asked.times;
+  assert.ok(asked <= 5 * 1_100, `asked ${asked} times`);
+  // The queue holds at most twice the 100 still waiting.
+  const kept = await unanswered(gaveUp.answers);
+  assert.ok(kept < 100, `${kept} of 1,000 that gave up still kept`);
+});
+
+Deno.test("reserveInTurn() keeps at most as many callers that gave up as callers still waiting when the turn last passed", async () => {
+  const { client: sql, waiting } = client();
+  void reserveInTurn(sql, () => false);
+  // 1,000 writes wait, and 900 of them are served one by one.
+  const { answers } = callers(sql, 1_000, false);
+  for (let i = 0; i <= 900; i++) {
+    for (let tick = 0; tick < 8 && waiting.length <= i; tick++) {
+      await Promise.resolve();
+    }
+    waiting[i]!.resolve(`c${i}`);
+  }
+  await settle();
+  assert.equal(await unanswered(answers), 100);
+  // Behind the 100 left (the next of them holding the turn), 250 give up:
+  // let go once the queue doubled from what was left, not from the 1,000
+  // it once held.
+  const gaveUp = callers(sql, 250, true);
+  const kept = await unanswered(gaveUp.answers);
+  assert.ok(kept < 100, `${kept} of 250 that gave up still kept`);
+});
