@@ -31,7 +31,7 @@ const ignore = !postgresAvailable;
  */
 async function asHardenedRole(
   hidden: "pg_settings" | "pg_stat_activity",
-  options: { max?: number; limit?: number },
+  options: { max?: number; limit?: number; databaseLimit?: number },
   test: (db: { admin: postgres.Sql; sql: postgres.Sql }) => Promise<void>,
 ): Promise<void> {
   const database = await freshDatabase();
@@ -46,7 +46,8 @@ async function asHardenedRole(
       };
       GRANT CREATE ON DATABASE "${name}" TO "${role}";
       REVOKE SELECT ON pg_catalog.${hidden} FROM PUBLIC;
-      ALTER ROLE "${role}" IN DATABASE "${name}" SET statement_timeout = '300ms'`,
+      ALTER ROLE "${role}" IN DATABASE "${name}" SET statement_timeout = '300ms';
+      ALTER DATABASE "${name}" CONNECTION LIMIT ${options.databaseLimit ?? -1}`,
     );
     const login = new URL(database.url);
     login.username = role;
@@ -175,5 +176,30 @@ Deno.test({
       assert.equal((await store.getIntent("pi_2"))?.hold, "pending");
       store.close();
     });
+  }),
+});
+
+Deno.test({
+  name:
+    "PostgresStore.migrate()'s pooler check, for a role denied SELECT on pg_stat_activity, seeks no second connection the database's connection limit refuses",
+  ignore,
+  fn: timeout(30_000, async () => {
+    // The database takes two: this test's own connection, and the
+    // store's first. Counted by database, the check sees no room.
+    await asHardenedRole(
+      "pg_stat_activity",
+      { databaseLimit: 2 },
+      async ({ admin, sql }) => {
+        await admin`SELECT 1`;
+        const store = new PostgresStore(sql, {
+          schema: "relayer",
+          connectionWaitMs: 2_000,
+        });
+        await store.migrate();
+        await store.createIntent({ id: "pi_1", hold: "pending" });
+        assert.equal(await store.admit({ count: "pi_1/settle", now: 1 }), 1);
+        store.close();
+      },
+    );
   }),
 });
