@@ -686,6 +686,16 @@ Deno.test({
           /\["relayer","dead","pi_2\/settle"\] holds U\+0000 in its queue message id/,
       });
       assert.deepEqual(await rowCounts(pg.sql, pg.schema), NO_ROWS);
+      await patched(file.kv, ["relayer", "dead", "pi_2/settle"], (value) => ({
+        ...value,
+        queue: { queue: "cloudflare", dlqId: "dlq\u00001" },
+      }));
+      await assert.rejects(move(), {
+        name: "TypeError",
+        message:
+          /\["relayer","dead","pi_2\/settle"\] holds U\+0000 in its queue dlq id, which PostgreSQL text cannot keep/,
+      });
+      assert.deepEqual(await rowCounts(pg.sql, pg.schema), NO_ROWS);
     }),
 });
 

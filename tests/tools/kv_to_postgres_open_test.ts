@@ -243,12 +243,16 @@ Deno.test({
     try {
       const path = `${dir}/relayer.kv`;
       await aStore(path);
-      const run = async (read: string, write: string) => {
+      const run = async (
+        read: string,
+        write: string,
+        more: string[] = [],
+      ) => {
         const { code, stdout, stderr } = await runTool(
           "kv_to_postgres.ts",
           [],
           {
-            permissions: ["--allow-net", "--allow-env", read, write],
+            permissions: ["--allow-net", "--allow-env", read, write, ...more],
             env: {
               KV_PATH: path,
               // Not reached: the open is refused first.
@@ -258,22 +262,35 @@ Deno.test({
         );
         return { code, out: stdout, err: stderr };
       };
-      const said = (flags: string) =>
+      // Why: the write, if it lacks it (with or without the read), or the read.
+      const said = (flags: string, lacks: "read" | "write") =>
         new RegExp(
-          `^KV_PATH: this process may not open ${path} \\(.*\\): run the tool with ${flags}$`,
+          `^KV_PATH: this process may not open ${path} \\(${
+            lacks === "read"
+              ? `it may not read ${dir}/`
+              : "deno task kv-to-postgres may write \\./data only"
+          }\\): run the tool with ${flags}$`,
         );
       // Before: "… run the tool with --allow-write=<dir>/", which it had.
       assertRefused(
         await run(`--allow-read=${elsewhere}`, `--allow-write=${dir}`),
-        said(`--allow-read=${dir}/`),
+        said(`--allow-read=${dir}/`, "read"),
       );
       assertRefused(
         await run("--allow-read", `--allow-write=${elsewhere}`),
-        said(`--allow-write=${dir}/`),
+        said(`--allow-write=${dir}/`, "write"),
       );
       assertRefused(
         await run(`--allow-read=${elsewhere}`, `--allow-write=${elsewhere}`),
-        said(`--allow-read=${dir}/ --allow-write=${dir}/`),
+        said(`--allow-read=${dir}/ --allow-write=${dir}/`, "write"),
+      );
+      // The folder granted both, the file itself denied: its write, which
+      // Deno KV's open needs.
+      assertRefused(
+        await run("--allow-read", `--allow-write=${dir}`, [
+          `--deny-write=${path}`,
+        ]),
+        said(`--allow-write=${dir}/`, "write"),
       );
       // The file alone, as it was.
       assert.deepEqual(await namesIn(dir), ["relayer.kv"]);
