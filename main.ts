@@ -198,8 +198,10 @@ const SOCKETS_CLOSED_MS = 1_000;
 export const DEPLOY_DRAIN_MS = 3_500;
 
 /**
- * How long the process may outlive a drain, for `deno serve` to finish
- * sending the answers the drain waited for; DRAIN_MS and this stay under 10 s.
+ * How long the process may outlive the last drain, for `deno serve` to
+ * finish sending the answers the drain waited for; DRAIN_MS and this stay
+ * under 10 s. Under `deno serve --parallel` the last drain is any isolate's:
+ * the exit of one ends them all.
  */
 const EXIT_GRACE_MS = 1_000;
 
@@ -1583,10 +1585,21 @@ if (import.meta.main) {
     // `deno serve` heard the signal too: it closed the listener and sends
     // the answers still in flight. Exiting here would cut them off, so the
     // process ends once nothing is left to do, or after EXIT_GRACE_MS.
+    // Under `deno serve --parallel` every isolate heard the signal at once
+    // and drains its own deliveries, and `Deno.exit` ends them all: one
+    // that drained first, held by a client's open connection, exits no
+    // sooner than the last drain may end (`drainMs`, then Deno KV's
+    // answer) and that one's EXIT_GRACE_MS.
     for (const [name, listener] of listeners) {
       Deno.removeSignalListener(name, listener);
     }
-    Deno.unrefTimer(setTimeout(() => Deno.exit(0), EXIT_GRACE_MS));
+    const lastDrainEnds = stoppedAt + drainMs + KV_ANSWER_MS;
+    Deno.unrefTimer(
+      setTimeout(
+        () => Deno.exit(0),
+        Math.max(lastDrainEnds - performance.now(), 0) + EXIT_GRACE_MS,
+      ),
+    );
   };
   // `deno run` does not serve the default export (`deno serve` does, and
   // `deno run` with DENO_AUTO_SERVE set): the process would end here with

@@ -1,0 +1,102 @@
+/**
+ * The service under `deno serve --parallel` (one isolate per `DENO_JOBS`,
+ * each importing `main.ts`, all on one port) stops as one process does:
+ * SIGTERM reaches every isolate, each drains its own deliveries, and an
+ * isolate that drained first, kept alive by a client's connection, does
+ * not end the process (`Deno.exit` ends every isolate) while another one's
+ * delivery still runs.
+ */
+import assert from "node:assert/strict";
+import {
+  freePort,
+  healthy,
+  signedDelivery,
+  startMain,
+} from "./_main_process.ts";
+import { slowSigner } from "./_slow_signer.ts";
+import { timeout } from "./_timeout.ts";
+
+const SECRET = "parallel-secret-0123456789";
+const OPS_TOKEN = "parallel-ops-0123456789";
+/** How many isolates `deno serve --parallel` runs. */
+const ISOLATES = 2;
+/** Connections held open, so that every isolate likely holds one. */
+const HELD = 8;
+
+Deno.test(
+  "deno serve --parallel: an isolate that drained, held by an open connection, does not exit the process under another's delivery",
+  timeout(30_000, async (_t, signal) => {
+    const dir = await Deno.makeTempDir({ prefix: "relayer_parallel_" });
+    const signer = slowSigner(3_000);
+    // A fixed port: on port 0 each isolate would bind a port of its own.
+    const { port } = freePort();
+    const service = startMain({
+      SENDER_URL: signer.url,
+      SENDER_TIMEOUT: "5s",
+      LEASE: "10s",
+      WEBHOOK_SECRET: SECRET,
+      OPS_TOKEN,
+      KV_PATH: `${dir}/relayer.kv`,
+      DENO_JOBS: String(ISOLATES),
+    }, { writeDir: dir, port, flags: ["--parallel"] });
+    signal.addEventListener("abort", service.kill);
+    const held: Deno.Conn[] = [];
+    try {
+      const base = await service.base();
+      assert.ok(base !== null, "the service did not say it listens");
+      await healthy(base);
+      const created = await fetch(`${base}/v1/intents`, {
+        method: "POST",
+        headers: { authorization: `Bearer ${OPS_TOKEN}` },
+        body: JSON.stringify({ id: "pi_parallel", state: "authorized" }),
+      });
+      assert.equal(created.status, 201);
+      await created.body?.cancel();
+      // Requests whose bodies never end, answered 401 (unsigned): their
+      // connections stay open, as a client's may through a stop.
+      for (let i = 0; i < HELD; i++) {
+        const conn = await Deno.connect({ hostname: "127.0.0.1", port });
+        held.push(conn);
+        await conn.write(
+          new TextEncoder().encode(
+            "POST /v1/deliveries HTTP/1.1\r\nhost: 127.0.0.1\r\ncontent-length: 100\r\n\r\n{",
+          ),
+        );
+      }
+      const answer = signedDelivery(base, SECRET, "pi_parallel").then(
+        async (res) => `${res.status} ${await res.text()}`,
+        (error: unknown) => `no answer: ${(error as Error).message}`,
+      );
+      const first = await Promise.race([
+        signer.firstStarted.then(() => null),
+        answer,
+      ]);
+      assert.equal(first, null, "the delivery was answered before it sent");
+      service.child.kill("SIGTERM");
+      const answered = await answer;
+      for (const conn of held.splice(0)) conn.close();
+      const { code, stdout, stderr } = await service.ended();
+      assert.equal(
+        signer.counts.finished,
+        1,
+        "the delivery's send was cut short",
+      );
+      assert.match(answered, /^503 .*"outcome":"retry"/);
+      assert.equal(code, 0, stderr);
+      assert.equal(
+        stdout.split("\n").filter((line) =>
+          line === "relayer: drained; KV closed"
+        ).length,
+        ISOLATES,
+        stdout,
+      );
+    } finally {
+      for (const conn of held) conn.close();
+      signal.removeEventListener("abort", service.kill);
+      service.kill();
+      await service.ended().catch(() => {});
+      await signer.close();
+      await Deno.remove(dir, { recursive: true });
+    }
+  }),
+);
