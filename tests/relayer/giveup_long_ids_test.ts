@@ -5,20 +5,20 @@
  * letter, and knows its repeats, on every store.
  */
 import assert from "node:assert/strict";
-import { createRelayer, ScriptedSender } from "../../mod.ts";
+import { createRelayer, ScriptedSender, type Store } from "../../mod.ts";
 import { kvBackend, memoryBackend, openAuthorized } from "../_stores.ts";
 
 const JOB = { intentId: "pi_0001", kind: "settle" } as const;
+
+/** A relayer on `store` whose Sender sends nothing, at a clock of 1 s. */
+const idleRelayer = (store: Store) =>
+  createRelayer({ store, sender: new ScriptedSender({}), now: () => 1_000 });
 
 for (const backend of [memoryBackend, kvBackend]) {
   Deno.test(`Relayer.giveUp() keeps a queue's id over 1 KiB as its sha256, so the give-up resolves and its repeat is known (${backend.name})`, async () => {
     const { store, close } = await openAuthorized(backend, JOB.intentId);
     try {
-      const relayer = createRelayer({
-        store,
-        sender: new ScriptedSender({}),
-        now: () => 1_000,
-      });
+      const relayer = idleRelayer(store);
       const queue = {
         queue: "generic",
         messageId: "m".repeat(3_000),
@@ -75,11 +75,7 @@ for (const backend of [memoryBackend, kvBackend]) {
 Deno.test("Relayer.giveUp() keeps a queue's id of 1 KiB of UTF-8 as it is, and one of 342 three-byte characters (1,026 bytes) as its sha256", async () => {
   const { store, close } = await openAuthorized(memoryBackend, JOB.intentId);
   try {
-    const relayer = createRelayer({
-      store,
-      sender: new ScriptedSender({}),
-      now: () => 1_000,
-    });
+    const relayer = idleRelayer(store);
     const queue = {
       queue: "generic",
       messageId: "m".repeat(1_024),
