@@ -24,6 +24,21 @@ import { timeout } from "../_timeout.ts";
 
 const ignore = !postgresAvailable;
 
+/** A store on `sql` migrates, then writes an intent and counts a delivery. */
+async function migratesAndWrites(sql: postgres.Sql): Promise<void> {
+  const store = new PostgresStore(sql, {
+    schema: "relayer",
+    connectionWaitMs: 2_000,
+  });
+  try {
+    await store.migrate();
+    await store.createIntent({ id: "pi_1", hold: "pending" });
+    assert.equal(await store.admit({ count: "pi_1/settle", now: 1 }), 1);
+  } finally {
+    store.close();
+  }
+}
+
 /**
  * A fresh database in which PUBLIC may not read pg_settings, a login role
  * of its own there with `statement_timeout = '300ms'` and CREATE on the
@@ -147,14 +162,7 @@ Deno.test({
     // and postgres.js 3.4.9 never put the first back in service: every
     // call after failed with "too many connections for role".
     await asHardenedRole("pg_stat_activity", { limit: 1 }, async ({ sql }) => {
-      const store = new PostgresStore(sql, {
-        schema: "relayer",
-        connectionWaitMs: 2_000,
-      });
-      await store.migrate();
-      await store.createIntent({ id: "pi_1", hold: "pending" });
-      assert.equal(await store.admit({ count: "pi_1/settle", now: 1 }), 1);
-      store.close();
+      await migratesAndWrites(sql);
     });
     // A pool of two, migrated three times (a start, the move's, another
     // start's): before, each check kept one connection for good, its
@@ -191,14 +199,7 @@ Deno.test({
       { databaseLimit: 2 },
       async ({ admin, sql }) => {
         await admin`SELECT 1`;
-        const store = new PostgresStore(sql, {
-          schema: "relayer",
-          connectionWaitMs: 2_000,
-        });
-        await store.migrate();
-        await store.createIntent({ id: "pi_1", hold: "pending" });
-        assert.equal(await store.admit({ count: "pi_1/settle", now: 1 }), 1);
-        store.close();
+        await migratesAndWrites(sql);
       },
     );
   }),
