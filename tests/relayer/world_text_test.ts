@@ -15,6 +15,19 @@ import { BACKENDS } from "../_stores.ts";
 
 const job = { intentId: "pi_1", kind: "settle" } as const;
 
+/** The reason and last error of the letter the relayer keeps of an unreadable local message. */
+async function unreadableLetter(store: Store, raw: string, detail: string) {
+  const relayer = await relaying(store, () => Promise.reject(new Error()));
+  const jobId = await relayer.keepUnreadable({
+    queue: "local",
+    id: "m-1",
+    raw,
+    detail,
+  });
+  const letter = await store.getDeadLetter(jobId);
+  return { reason: letter?.reason, lastError: letter?.lastError };
+}
+
 /** A relayer on `store`, `pi_1` authorized, whose Sender answers with `send`. */
 async function relaying(store: Store, send: Sender["send"]) {
   await store.createIntent({
@@ -121,15 +134,7 @@ for (const [what, char] of TEXTS) {
 
   Deno.test(`an unreadable message's detail with ${what} is kept alike on every store`, async (t) => {
     await alike(t, async (store) => {
-      const relayer = await relaying(store, () => Promise.reject(new Error()));
-      const jobId = await relayer.keepUnreadable({
-        queue: "local",
-        id: "m-1",
-        raw: message,
-        detail: `not JSON: ${message}`,
-      });
-      const letter = await store.getDeadLetter(jobId);
-      return { reason: letter?.reason, lastError: letter?.lastError };
+      return await unreadableLetter(store, message, `not JSON: ${message}`);
     });
   });
 }
@@ -137,15 +142,7 @@ for (const [what, char] of TEXTS) {
 Deno.test("an unreadable message's detail cut at 300 characters inside an emoji is kept alike on every store", async (t) => {
   const detail = `${"x".repeat(299)}😀 and more`;
   const seen = await alike(t, async (store) => {
-    const relayer = await relaying(store, () => Promise.reject(new Error()));
-    const jobId = await relayer.keepUnreadable({
-      queue: "local",
-      id: "m-1",
-      raw: "{",
-      detail,
-    });
-    const letter = await store.getDeadLetter(jobId);
-    return { reason: letter?.reason, lastError: letter?.lastError };
+    return await unreadableLetter(store, "{", detail);
   });
   for (const [name, value] of Object.entries(seen)) {
     assert.ok(value.lastError!.isWellFormed(), name);
@@ -158,15 +155,11 @@ Deno.test("an unreadable message's detail cut at 300 characters inside an emoji 
 Deno.test("an unreadable message's reason cut at 300 characters inside an emoji keeps no half of it", async (t) => {
   const prefix = "unreadable local queue message: ";
   const seen = await alike(t, async (store) => {
-    const relayer = await relaying(store, () => Promise.reject(new Error()));
-    const jobId = await relayer.keepUnreadable({
-      queue: "local",
-      id: "m-1",
-      raw: "{",
-      detail: `${"x".repeat(299 - prefix.length)}😀 and more`,
-    });
-    const letter = await store.getDeadLetter(jobId);
-    return { reason: letter?.reason, lastError: letter?.lastError };
+    return await unreadableLetter(
+      store,
+      "{",
+      `${"x".repeat(299 - prefix.length)}😀 and more`,
+    );
   });
   for (const [name, value] of Object.entries(seen)) {
     // Cut before the emoji, not at its half kept as U+FFFD.

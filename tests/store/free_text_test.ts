@@ -191,16 +191,7 @@ for (const backend of BACKENDS) {
         state: "authorized",
         hold: "pending",
       });
-      await store.putDeadLetter({
-        jobId: "pi_1/settle",
-        intentId: "pi_1",
-        deliveries: 1,
-        cause: "declared",
-        reason: "r",
-        resolution: "s",
-        lastError: "e",
-        poisonedAt: 10,
-      }, {
+      await store.putDeadLetter(deadLetter("pi_1/settle", 10), {
         intentVersion: read.version,
         lease: { owner: "drop\uFFFD", ttlMs: 1_000, now: 10, keep: true },
       });
