@@ -1526,6 +1526,37 @@ export function storeContract(
     assert.equal(await store.getDeadLetter("pi_1/settle"), null);
   });
 
+  test("refuses U+0000 or a lone surrogate in a key or id, and keeps free text holding either as U+FFFD", async (store) => {
+    // PostgreSQL text holds no U+0000 and UTF-8 no lone surrogate: a key
+    // kept with U+FFFD in its place would be another id's. Refused, with
+    // nothing written; free text reads back as PostgreSQL keeps it.
+    const typeError = (error: unknown) =>
+      error instanceof Error && error.name === "TypeError";
+    for (const key of ["pi_1\0/settle", "pi_1\uD800/settle"]) {
+      await assert.rejects(store.admit({ count: key, now: 1 }), typeError, key);
+      await assert.rejects(
+        store.putDeadLetter(deadLetter(key, 1)),
+        typeError,
+        key,
+      );
+    }
+    assert.equal(await store.deliveries("pi_1\uFFFD/settle"), 0);
+    assert.deepEqual((await store.listDeadLetters()).items, []);
+    const odd = "a\0b\uD83Dc\uDE00d\u{1F600}";
+    const kept = "a\uFFFDb\uFFFDc\uFFFDd\u{1F600}";
+    await store.putDeadLetter({
+      ...deadLetter("pi_1/settle", 1),
+      reason: odd,
+      resolution: odd,
+      lastError: odd,
+    });
+    const letter = await store.getDeadLetter("pi_1/settle");
+    assert.deepEqual(
+      [letter?.reason, letter?.resolution, letter?.lastError],
+      [kept, kept, kept],
+    );
+  });
+
   test("lists dead letters of the same time by their job ids' code points", async (store) => {
     await store.putDeadLetter(deadLetter("\u{1F600}/settle", 10));
     await store.putDeadLetter(deadLetter("\uFF01/settle", 10));
