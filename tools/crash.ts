@@ -5471,6 +5471,25 @@ async function runCrashTest(
     }
     allEnded = true;
     const jobsEnded = now() - started;
+    // The last delivery may have moved a payment to review after the
+    // sampler's last read of it: each one not last seen in a final state
+    // is read once more, so that the operator is waited for below.
+    await Promise.all(
+      plans.filter((plan) => {
+        const state = observed.get(plan.id).at(-1)?.state;
+        return state !== "settled" && state !== "failed" &&
+          state !== "created";
+      }).map((plan) =>
+        limiter.run(async () => {
+          const sentAt = now();
+          const answer = observed.send(plan.id);
+          const view = await readIntent(plan.id);
+          if (view === null) return;
+          answer({ state: view.intent.state, sentAt, answeredAt: now() });
+          holdSeen(plan.id, view, "a sample");
+        })
+      ),
+    );
     // The operator finishes the payments in review with nothing on the
     // chain (each fail of one voids its hold; the first, in each server,
     // is told to come again a lease later: 409 send-in-flight), for a few
