@@ -312,6 +312,20 @@ Deno.test("qstashPublisher() never repeats its token in an error, though the API
   assert.ok(error.message.includes("Bearer <QSTASH_TOKEN>"), error.message);
 });
 
+Deno.test("qstashPublisher() masks each publisher's own token, whichever failed last", async () => {
+  // A masker is built once for a run of one token's failures; two
+  // publishers (two tenants, a token rotated) each mask their own.
+  const echo = (authorization: string) =>
+    new Response(`you sent ${authorization}`, { status: 401 });
+  for (
+    const token of ["QSTOK-first-0123", "QSTOK-second-4567", "QSTOK-first-0123"]
+  ) {
+    const error = await echoedPublishError(token, echo);
+    assert.ok(!error.message.includes(token.slice(6)), error.message);
+    assert.match(error.message, /you sent Bearer <QSTASH_TOKEN>;/);
+  }
+});
+
 Deno.test("qstashPublisher() never repeats its token in an error, though the answer echoes it URL-encoded", async () => {
   // A proxy's login page, say, that sends the request's Authorization
   // header on in a query string: "/", "+" and "=" are escaped there.

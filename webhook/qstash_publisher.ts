@@ -388,6 +388,18 @@ function publishError(
   );
 }
 
+// One publisher keeps one token, and a masker costs tens of µs to build:
+// the last one built is kept, so a run of failed publishes (an outage)
+// builds it once.
+let lastMasker: { token: string; mask: (text: string) => string } | undefined;
+
+function tokenMasker(token: string): (text: string) => string {
+  if (lastMasker?.token !== token) {
+    lastMasker = { token, mask: secretMasker([[token, "<QSTASH_TOKEN>"]]) };
+  }
+  return lastMasker.mask;
+}
+
 function loggable(cause: unknown, token: string): string {
   let text = cause instanceof Error ? cause.message : String(cause);
   // Node's fetch says only "fetch failed"; what failed is its cause's.
@@ -395,7 +407,7 @@ function loggable(cause: unknown, token: string): string {
   if (inner instanceof Error && !text.includes(inner.message)) {
     text = `${text} (${inner.message})`;
   }
-  text = secretMasker([[token, "<QSTASH_TOKEN>"]])(text);
+  text = tokenMasker(token)(text);
   text = text.replace(/\s+/g, " ").trim();
   return text.length > 200 ? `${cutAt(text, 200)}…` : text;
 }
