@@ -46,6 +46,7 @@ import { parseDuration } from "../policy/parse_duration.ts";
 import { DEFAULT_POLICY, definePolicy, type Policy } from "../policy/policy.ts";
 import { formatDuration } from "../policy/format_duration.ts";
 import { rescueWindow } from "../policy/rescue_window.ts";
+import { backoff } from "../policy/backoff.ts";
 import type { Jitter } from "../policy/jitter.ts";
 import { checkQueue } from "../policy/check_queue.ts";
 import { deliveriesText } from "../policy/_count.ts";
@@ -1037,6 +1038,21 @@ function asText(
 }
 
 /**
+ * The settings whose raise lengthens the policy's rescue window:
+ * MAX_DELIVERIES always; BASE while a delay is below CAP (BASE ≤ CAP);
+ * CAP only once the delays reach it (below it, a higher CAP changes none).
+ */
+function windowRaisers(policy: Policy): string {
+  const gaps = policy.maxDeliveries - 1;
+  const names = ["MAX_DELIVERIES"];
+  if (policy.baseMs < policy.capMs) names.push("BASE");
+  if (gaps >= 1 && backoff(gaps, policy) >= policy.capMs) names.push("CAP");
+  return names.length === 3
+    ? "MAX_DELIVERIES, BASE or CAP"
+    : names.join(" or ");
+}
+
+/**
  * Reads and checks the service's settings. Refuses a policy whose rescue
  * window (the guaranteed time from a job's first delivery to its last) is
  * shorter than `STUCK_AFTER` and `CLOCK_SKEW` together: a settling payment
@@ -1152,9 +1168,9 @@ export function loadConfig(
       "STUCK_AFTER",
       `The policy's rescue window is ${formatDuration(window)} (guaranteed, ${
         policy.jitter === "none" ? "no" : policy.jitter
-      } jitter) but STUCK_AFTER is ${stuckText}: a settling payment would be poisoned before its rescue. Raise MAX_DELIVERIES or CAP, or lower STUCK_AFTER${
-        clockSkewMs > 0 ? " or CLOCK_SKEW" : ""
-      }.`,
+      } jitter) but STUCK_AFTER is ${stuckText}: a settling payment would be poisoned before its rescue. Raise ${
+        windowRaisers(policy)
+      }, or lower STUCK_AFTER${clockSkewMs > 0 ? " or CLOCK_SKEW" : ""}.`,
     );
   }
 

@@ -317,12 +317,25 @@ Deno.test("loadConfig() refuses a policy whose rescue window is shorter than STU
   refused(
     { ...base, JITTER: "none", MAX_DELIVERIES: "4" },
     "STUCK_AFTER",
-    /rescue window is 35s \(guaranteed, no jitter\) .* Raise MAX_DELIVERIES or CAP, or lower STUCK_AFTER or CLOCK_SKEW\.$/,
+    /rescue window is 35s \(guaranteed, no jitter\) .* Raise MAX_DELIVERIES or BASE, or lower STUCK_AFTER or CLOCK_SKEW\.$/,
   );
   refused(
     { ...base, JITTER: "none", MAX_DELIVERIES: "4", CLOCK_SKEW: "0" },
     "STUCK_AFTER",
-    /rescue window is 35s \(guaranteed, no jitter\) but STUCK_AFTER is 5m0s: .* Raise MAX_DELIVERIES or CAP, or lower STUCK_AFTER\.$/,
+    /rescue window is 35s \(guaranteed, no jitter\) but STUCK_AFTER is 5m0s: .* Raise MAX_DELIVERIES or BASE, or lower STUCK_AFTER\.$/,
+  );
+  // Only what lengthens the window is named: CAP once a delay reaches it
+  // (5 s, 10 s, 20 s stay below 2 min, so a higher CAP changes none),
+  // BASE while a delay is below CAP.
+  refused(
+    { ...base, JITTER: "none", MAX_DELIVERIES: "6", CAP: "20s" },
+    "STUCK_AFTER",
+    /rescue window is 1m15s .* Raise MAX_DELIVERIES, BASE or CAP, or lower/,
+  );
+  refused(
+    { ...base, JITTER: "none", MAX_DELIVERIES: "3", BASE: "1m", CAP: "1m" },
+    "STUCK_AFTER",
+    /rescue window is 2m0s .* Raise MAX_DELIVERIES or CAP, or lower/,
   );
   assert.doesNotThrow(() =>
     loadConfig({ ...base, MAX_DELIVERIES: "5", STUCK_AFTER: "30s" })
