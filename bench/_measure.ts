@@ -139,6 +139,26 @@ export function readArgs<T>(script: string, read: () => T): T {
 }
 
 /**
+ * Refuses a bad command-line flag in one line (`script: message`) and
+ * exits 2, as {@linkcode readArgs} does, with no stack trace.
+ *
+ * @example
+ * ```ts ignore
+ * import { refuseArgs } from "./_measure.ts";
+ *
+ * refuseArgs("bench:x", "--runs must be a whole number of at least 1");
+ * ```
+ *
+ * @param script How the user runs the script (`bench:http`).
+ * @param message What was wrong and what to give instead.
+ */
+export function refuseArgs(script: string, message: string): never {
+  // deno-lint-ignore no-console
+  console.error(`${script}: ${message}`);
+  Deno.exit(2);
+}
+
+/**
  * A command-line flag that must list, comma-separated, names among
  * `allowed`.
  *

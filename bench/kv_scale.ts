@@ -30,20 +30,25 @@
 
 // deno-lint-ignore-file no-console
 import { parseArgs } from "node:util";
+import { readArgs, refuseArgs } from "./_measure.ts";
 import { DatabaseSync } from "node:sqlite";
 import { KvStore } from "../store/kv.ts";
 import { countingKv, ms, storeOps, timeOps, timePages } from "./_store_ops.ts";
 
-const { values } = parseArgs({
-  args: Deno.args,
-  options: {
-    intents: { type: "string", default: "1000000" },
-    dir: { type: "string", default: "/tmp/kv_scale" },
-  },
-});
+const { values } = readArgs("bench/kv_scale.ts", () =>
+  parseArgs({
+    args: Deno.args,
+    options: {
+      intents: { type: "string", default: "1000000" },
+      dir: { type: "string", default: "/tmp/kv_scale" },
+    },
+  }));
 const INTENTS = Number(values.intents);
 if (!Number.isSafeInteger(INTENTS) || INTENTS < 10_000) {
-  throw new TypeError("--intents must be a whole number of at least 10000");
+  refuseArgs(
+    "bench/kv_scale.ts",
+    "--intents must be a whole number of at least 10000",
+  );
 }
 /** The rest scale with the intents: 1/10 dead letters, 1/2 counts, replay records and marks, 1/40 leases. */
 const LETTERS = INTENTS / 10;

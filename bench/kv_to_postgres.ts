@@ -21,15 +21,19 @@ import { KvStore } from "../store/kv.ts";
 import { moveKvToPostgres } from "../store/kv_to_postgres.ts";
 import { PostgresStore } from "../store/postgres.ts";
 import { startPostgres } from "../support/postgres_server.ts";
-import { spread } from "./_measure.ts";
+import { readArgs, refuseArgs, spread } from "./_measure.ts";
 
-const { values } = parseArgs({
-  args: Deno.args,
-  options: { intents: { type: "string", default: "20000" } },
-});
+const { values } = readArgs("bench/kv_to_postgres.ts", () =>
+  parseArgs({
+    args: Deno.args,
+    options: { intents: { type: "string", default: "20000" } },
+  }));
 const INTENTS = Number(values.intents);
 if (!Number.isSafeInteger(INTENTS) || INTENTS < 1) {
-  throw new TypeError("--intents must be a whole number of at least 1");
+  refuseArgs(
+    "bench/kv_to_postgres.ts",
+    "--intents must be a whole number of at least 1",
+  );
 }
 
 const dir = await Deno.makeTempDir({ prefix: "kv_to_postgres_bench_" });

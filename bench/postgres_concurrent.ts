@@ -23,23 +23,30 @@ import { parseArgs } from "node:util";
 import postgres from "postgres";
 import { PostgresStore } from "../store/postgres.ts";
 import { startPostgres } from "../support/postgres_server.ts";
-import { median } from "./_measure.ts";
+import { median, readArgs, refuseArgs } from "./_measure.ts";
 
-const { values } = parseArgs({
-  args: Deno.args,
-  options: {
-    workers: { type: "string", default: "32" },
-    writes: { type: "string", default: "4000" },
-    against: { type: "string" },
-  },
-});
+const { values } = readArgs("bench/postgres_concurrent.ts", () =>
+  parseArgs({
+    args: Deno.args,
+    options: {
+      workers: { type: "string", default: "32" },
+      writes: { type: "string", default: "4000" },
+      against: { type: "string" },
+    },
+  }));
 const WORKERS = Number(values.workers);
 const WRITES = Number(values.writes);
 if (!Number.isSafeInteger(WORKERS) || WORKERS < 1) {
-  throw new TypeError("--workers must be a whole number of at least 1");
+  refuseArgs(
+    "bench/postgres_concurrent.ts",
+    "--workers must be a whole number of at least 1",
+  );
 }
 if (!Number.isSafeInteger(WRITES) || WRITES < WORKERS) {
-  throw new TypeError("--writes must be a whole number of at least --workers");
+  refuseArgs(
+    "bench/postgres_concurrent.ts",
+    "--writes must be a whole number of at least --workers",
+  );
 }
 
 type StoreClass = typeof PostgresStore;

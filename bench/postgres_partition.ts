@@ -19,19 +19,24 @@
 
 // deno-lint-ignore-file no-console
 import { parseArgs } from "node:util";
+import { readArgs, refuseArgs } from "./_measure.ts";
 import { openService } from "../main.ts";
 import { loadConfig } from "../webhook/config.ts";
 import { hmacSignature } from "../webhook/_auth.ts";
 import { startPostgres } from "../support/postgres_server.ts";
 import { partitionProxy } from "../support/partition_proxy.ts";
 
-const { values } = parseArgs({
-  args: Deno.args,
-  options: { seconds: { type: "string", default: "30" } },
-});
+const { values } = readArgs("bench/postgres_partition.ts", () =>
+  parseArgs({
+    args: Deno.args,
+    options: { seconds: { type: "string", default: "30" } },
+  }));
 const SECONDS = Number(values.seconds);
 if (!Number.isFinite(SECONDS) || SECONDS < 1) {
-  throw new TypeError("--seconds must be a number of at least 1");
+  refuseArgs(
+    "bench/postgres_partition.ts",
+    "--seconds must be a number of at least 1",
+  );
 }
 const SECRET = "a-secret-of-16-chars";
 const OPS_TOKEN = "an-ops-token-of-32-characters-xx";

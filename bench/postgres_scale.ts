@@ -20,16 +20,20 @@ import { parseArgs } from "node:util";
 import postgres from "postgres";
 import { PostgresStore } from "../store/postgres.ts";
 import { startPostgres } from "../support/postgres_server.ts";
-import { median } from "./_measure.ts";
+import { median, readArgs, refuseArgs } from "./_measure.ts";
 import { ms, storeOps, timeOps, timePages } from "./_store_ops.ts";
 
-const { values } = parseArgs({
-  args: Deno.args,
-  options: { intents: { type: "string", default: "2000000" } },
-});
+const { values } = readArgs("bench/postgres_scale.ts", () =>
+  parseArgs({
+    args: Deno.args,
+    options: { intents: { type: "string", default: "2000000" } },
+  }));
 const INTENTS = Number(values.intents);
 if (!Number.isSafeInteger(INTENTS) || INTENTS < 10_000) {
-  throw new TypeError("--intents must be a whole number of at least 10000");
+  refuseArgs(
+    "bench/postgres_scale.ts",
+    "--intents must be a whole number of at least 10000",
+  );
 }
 /** The rest scale with the intents: 1/10 dead letters, 1/2 counts and replay records, 1/40 leases. */
 const LETTERS = INTENTS / 10;

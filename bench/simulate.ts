@@ -27,6 +27,7 @@
 // deno-lint-ignore-file no-console
 import { mulberry32 } from "../support/prng.ts";
 import { parseArgs } from "node:util";
+import { readArgs, refuseArgs } from "./_measure.ts";
 import { backoff, jitter } from "../mod.ts";
 import * as Plot from "@observablehq/plot";
 import { chartSvg, PALETTE } from "../support/chart.ts";
@@ -554,14 +555,14 @@ export function toSvg(rows: readonly Row[]): string {
 }
 
 if (import.meta.main) {
-  const { values } = parseArgs({
-    args: Deno.args,
-    options: { seed: { type: "string" }, out: { type: "string" } },
-  });
+  const { values } = readArgs("simulate", () =>
+    parseArgs({
+      args: Deno.args,
+      options: { seed: { type: "string" }, out: { type: "string" } },
+    }));
   const seed = values.seed === undefined ? 2015 : Number(values.seed);
   if (!Number.isInteger(seed)) {
-    console.error(`simulate: --seed must be an integer: ${values.seed}`);
-    Deno.exit(2);
+    refuseArgs("simulate", `--seed must be an integer: ${values.seed}`);
   }
   const started = performance.now();
   const rows = simulate({ seed });

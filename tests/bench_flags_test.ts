@@ -1,0 +1,59 @@
+/**
+ * Every script under `bench/` that reads flags refuses one it does not
+ * know in one line, named for the script, and exits 2: no stack trace,
+ * nothing started (no server, no file written) before the refusal.
+ *
+ * @module
+ */
+
+import assert from "node:assert/strict";
+
+const SCRIPTS = [
+  "app_bench",
+  "cpu_per_request",
+  "decide_forms",
+  "http_bench",
+  "kv_commits",
+  "kv_scale",
+  "kv_to_postgres",
+  "postgres_closes",
+  "postgres_concurrent",
+  "postgres_partition",
+  "postgres_scale",
+  "simulate",
+];
+
+Deno.test("bench scripts refuse an unknown flag in one line, exit 2, no stack trace", async () => {
+  const bench = new URL("../bench/", import.meta.url);
+  const found = [];
+  for await (const entry of Deno.readDir(bench)) {
+    if (!entry.name.endsWith(".ts") || entry.name.startsWith("_")) continue;
+    const text = await Deno.readTextFile(new URL(entry.name, bench));
+    if (text.includes("parseArgs(")) found.push(entry.name.slice(0, -3));
+  }
+  // A new script that reads flags joins the list below.
+  assert.deepEqual(found.sort(), SCRIPTS);
+  await Promise.all(SCRIPTS.map(async (name) => {
+    const { code, stdout, stderr } = await new Deno.Command(Deno.execPath(), {
+      args: [
+        "run",
+        "--quiet",
+        "--no-prompt",
+        // Flags are read before anything runs: no permission is asked.
+        new URL(`${name}.ts`, bench).pathname,
+        "--no-such-flag",
+      ],
+      env: { NO_COLOR: "1" },
+      stdout: "piped",
+      stderr: "piped",
+    }).output();
+    const err = new TextDecoder().decode(stderr);
+    assert.equal(code, 2, `${name}: exit ${code}: ${err}`);
+    assert.equal(new TextDecoder().decode(stdout), "", name);
+    assert.match(
+      err,
+      /^[\w/:.-]+: Unknown option '--no-such-flag'\n$/,
+      `${name}: ${err}`,
+    );
+  }));
+});
