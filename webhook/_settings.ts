@@ -403,18 +403,18 @@ export interface WorkerConfig {
  * reads `DATABASE_URL`.
  * @returns The checked settings, and what names those unread.
  * @throws {ConfigError} For a setting the Worker reads that is refused.
- * @throws {TypeError} For an `env` that is not an object.
+ * @throws {TypeError} For an `env` that is not an object, or is an array.
  */
 export function workerConfig(
   env: object,
   options: { readonly database?: boolean } = {},
 ): WorkerConfig {
-  if (typeof env !== "object" || env === null) {
-    // A spread of it would be no settings at all, and the refusal would
-    // name a setting missing.
+  if (typeof env !== "object" || env === null || Array.isArray(env)) {
+    // A spread of it would be no settings at all (an array's, its
+    // indexes), and the refusal would name a setting missing.
     throw new TypeError(
       `Cannot read the Worker's settings as workerConfig takes the Worker's env object (import { env } from "cloudflare:workers", or a handler's env argument): current value is ${
-        env === null ? "null" : typeof env
+        env === null ? "null" : Array.isArray(env) ? "an array" : typeof env
       }`,
     );
   }

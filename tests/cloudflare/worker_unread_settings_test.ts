@@ -139,14 +139,19 @@ Deno.test("workerConfig() names PUBLIC_URL and QSTASH_RETRIES beside a QSTASH_TO
 });
 
 Deno.test("workerConfig() refuses what is not the Worker's env object, saying so rather than naming a setting missing", () => {
-  for (const env of [null, undefined, "SENDER_URL=x", 42, () => {}]) {
+  // An array is an object too, and its spread names no setting: refused
+  // as what it is, not as "No delivery route is configured".
+  const envs = [null, undefined, "SENDER_URL=x", 42, () => {}, [], [
+    "SENDER_URL=x",
+  ]];
+  for (const env of envs) {
     assert.throws(
       () => workerConfig(env as never),
       (error: unknown) =>
         error instanceof TypeError &&
         error.message ===
           `Cannot read the Worker's settings as workerConfig takes the Worker's env object (import { env } from "cloudflare:workers", or a handler's env argument): current value is ${
-            env === null ? "null" : typeof env
+            env === null ? "null" : Array.isArray(env) ? "an array" : typeof env
           }`,
       String(env),
     );
