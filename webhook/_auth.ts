@@ -873,8 +873,9 @@ export function pubsubVerifier(
     // the second.
     const named = jwks.filter((key) => (key as { kid?: unknown }).kid === kid);
     for (const key of named) {
+      let payload: Record<string, unknown>;
       try {
-        return await verifyWithJwks(token, {
+        payload = await verifyWithJwks(token, {
           keys: [key] as HonoJsonWebKey[],
           allowedAlgorithms: ["RS256"],
           verification: {
@@ -888,7 +889,11 @@ export function pubsubVerifier(
         });
       } catch {
         // Bad signature, another issuer: all "not Google".
+        continue;
       }
+      // OIDC's `iss` is a string: Hono tests its pattern on the claim as
+      // text, which an array of Google's issuer passes.
+      return typeof payload.iss === "string" ? payload : undefined;
     }
     return undefined;
   }

@@ -910,6 +910,16 @@ Deno.test("createApp() refuses a Pub/Sub push without a valid Google token for t
       "an issuer that only starts with Google's",
       await google.token({ iss: "accounts.google.com.evil.test" }),
     ],
+    // OIDC's iss is a string; an array of Google's would pass a pattern
+    // that reads it as text.
+    [
+      "an issuer in an array",
+      await google.token({ iss: ["https://accounts.google.com"] }),
+    ],
+    [
+      "an issuer in an array without its scheme",
+      await google.token({ iss: ["accounts.google.com"] }),
+    ],
     ["no token", null],
   ];
   for (const [name, token] of tokens) {
