@@ -92,6 +92,7 @@ import { oncePer, stepBackPace } from "./_step_back.ts";
 import { writeAheadsSeen } from "./_write_aheads.ts";
 import { problem } from "./_problem.ts";
 import { topLevelFields } from "./_json_head.ts";
+import { type NotJsonCause, notJsonCause } from "./_not_json.ts";
 import { bodyDeadlines, type TimedRead } from "./_deadlines.ts";
 import { sha256 } from "@noble/hashes/sha2.js";
 import { bytesToHex } from "@noble/hashes/utils.js";
@@ -1074,17 +1075,29 @@ const DELIVERY_EXAMPLE =
 const GAVE_UP_EXAMPLE =
   `{"job":${JOB_EXAMPLE},"gaveUp":{"deliveries":7,"messageId":"m-1"}} ('deliveries' is optional)`;
 
-/** What `raw` must hold, for the refusal: a job unless said otherwise. */
+/**
+ * `raw` parsed as JSON, or a bad-input refusal saying what it must hold
+ * (`expected`: a job unless said otherwise). `cause`, asked only once the
+ * parse failed, names what was wrong with a signed body's bytes (see
+ * {@linkcode notJsonCause}).
+ */
 function parseJson(
   route: Route,
   raw: string,
   expected = `a job such as ${JOB_EXAMPLE}`,
+  cause?: () => NotJsonCause | undefined,
 ): unknown {
   try {
     // A byte order mark before JSON is ignored, as RFC 8259 §8.1 allows.
     return JSON.parse(raw.charCodeAt(0) === 0xfeff ? raw.slice(1) : raw);
   } catch {
-    throw badInput(route, `The body is not JSON: send ${expected}.`);
+    const known = cause?.();
+    throw badInput(
+      route,
+      known === undefined
+        ? `The body is not JSON: send ${expected}.`
+        : `The body is not JSON: ${known.why}. ${known.send}, and sign the bytes sent: ${expected}.`,
+    );
   }
 }
 
@@ -2777,7 +2790,12 @@ export function createApp(deps: AppDeps): WebhookApp {
       if (!verified.ok) throw unauthorized(verified.detail, verified.hint);
       claim = verified.claim;
     }
-    const body = parseJson("deliveries", raw, DELIVERY_EXAMPLE);
+    const body = parseJson(
+      "deliveries",
+      raw,
+      DELIVERY_EXAMPLE,
+      () => notJsonCause(c.req.raw.headers, bytes),
+    );
     const { job: rawJob, delivery, gaveUp, messageId: rawMessageId } =
       (typeof body === "object" && body !== null ? body : {}) as Record<
         string,
