@@ -220,7 +220,8 @@ export interface AppDeps extends RelayerOptions {
    * 413 for days. An authenticated QStash message over its limit (its
    * token checked, then the hash of its body, read as it comes) is kept as
    * a dead letter and answered 489, not refused: QStash retries a 413 to
-   * the end.
+   * the end. A route that reads no body (a redrive, a discard, the ops
+   * reads) leaves one unread, whatever its length.
    *
    * @default {65536}
    */
@@ -438,6 +439,23 @@ const OVERSIZED_PUSH_READ_BYTES = 16 * 1024 * 1024;
  * `Upstash-NonRetryable-Error: true`, as an unreadable one is, not refused
  * with a 413 that strands its job.
  */
+/**
+ * The routes that read no body, as `<method> <pattern>`: a body sent to
+ * one is left unread whatever its length, so one over the limit is not
+ * refused by its Content-Length either, as the same body sent chunked
+ * (counted only as a route reads it) never was.
+ */
+const UNREAD_BODY_ROUTES: ReadonlySet<string> = new Set([
+  "GET /v1/intents/:id",
+  "GET /v1/dead-letters",
+  "POST /v1/dead-letters/:jobId/redrive",
+  "POST /v1/dead-letters/:intentId/:kind/redrive",
+  "POST /v1/dead-letters/:queue/:name/unreadable/redrive",
+  "DELETE /v1/dead-letters/:jobId",
+  "DELETE /v1/dead-letters/:intentId/:kind",
+  "DELETE /v1/dead-letters/:queue/:name/unreadable",
+]);
+
 const QSTASH_ROUTES: ReadonlySet<string> = new Set([
   "/v1/qstash",
   "/v1/qstash/failed",
@@ -1787,20 +1805,19 @@ export function createApp(deps: AppDeps): WebhookApp {
     // Refused here, it is logged under the route it would have reached
     // (the first pattern matched after this one, as Hono answers by the
     // first: a path no route answers is "/v1/*"), never the path as sent.
+    // A route that reads no body (a redrive) is not refused for one.
     const length = c.req.header("content-length");
+    const route = matchedRoutes(c).find((route) => route.handler !== limitBody);
     if (
       length !== undefined && c.req.header("transfer-encoding") === undefined &&
       Number.parseInt(length, 10) > limitOf(c) &&
       !PUSH_ROUTES.has(c.req.path) &&
-      !(QSTASH_ROUTES.has(c.req.path) && verifyQStash !== undefined)
+      !(QSTASH_ROUTES.has(c.req.path) && verifyQStash !== undefined) &&
+      !(route !== undefined &&
+        UNREAD_BODY_ROUTES.has(`${route.method} ${route.path}`))
     ) {
       const refusal = tooLarge(limitOf(c), Number.parseInt(length, 10));
-      logRefusal(
-        c,
-        refusal,
-        matchedRoutes(c).find((route) => route.handler !== limitBody)?.path ??
-          "/v1/*",
-      );
+      logRefusal(c, refusal, route?.path ?? "/v1/*");
       return refusal.response;
     }
     return await next();
