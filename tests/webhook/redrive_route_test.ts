@@ -500,6 +500,46 @@ Deno.test("createApp() answers the loser of two concurrent redrives 409, saying 
   assert.equal(await store.getDeadLetter("pi_0001/settle"), null);
 });
 
+// The other order (docs/routes.md): a redrive whose read of the letter
+// comes after the winner removed it, while the winner is still answering,
+// finds no letter. No store keeps who removed a letter, so it cannot tell
+// the winner from a letter never kept: 404, and nothing published.
+Deno.test("createApp() answers a redrive that reads the letter only after a concurrent redrive removed it 404, publishing nothing", async () => {
+  const published: Job[] = [];
+  const { app, store } = await withDeadLetter({
+    publish: (job) => Promise.resolve(void published.push(job)),
+  });
+  let removed!: () => void;
+  const removal = new Promise<void>((resolve) => (removed = resolve));
+  let reads = 0;
+  const redrive = store.redrive.bind(store);
+  store.redrive = async (...args: Parameters<typeof store.redrive>) => {
+    const letter = await redrive(...args);
+    removed();
+    return letter;
+  };
+  const getDeadLetter = store.getDeadLetter.bind(store);
+  store.getDeadLetter = async (jobId: string) => {
+    // The second redrive's read waits for the first's removal.
+    if (++reads === 2) await removal;
+    return await getDeadLetter(jobId);
+  };
+  const request = () =>
+    app.request("/v1/dead-letters/pi_0001/settle/redrive", {
+      method: "POST",
+      headers: ops,
+    });
+  const [a, b] = await Promise.all([request(), request()]);
+  assert.equal(a.status, 202);
+  assert.equal(b.status, 404);
+  assert.match(
+    (await b.json()).detail,
+    /redriven, discarded or resolved since/,
+  );
+  assert.deepEqual(published, [{ intentId: "pi_0001", kind: "settle" }]);
+  await a.body?.cancel();
+});
+
 Deno.test("createApp() answers the redrive of an unreadable message's letter named by its three segments, as its DELETE is, 400 (nothing to redrive), not 404 as if no route answered", async () => {
   const { app, enqueued, store } = await withDeadLetter();
   await store.putDeadLetter(deadLetter("pubsub/m-1/unreadable", 0));
