@@ -432,14 +432,6 @@ const PUSH_ROUTES: ReadonlySet<string> = new Set([
 const OVERSIZED_PUSH_READ_BYTES = 16 * 1024 * 1024;
 
 /**
- * The routes QStash calls. QStash retries anything but 2xx (a 413 too)
- * until its retries run out, then calls the failure callback, which
- * carries the message base64 (larger still): an authenticated message over
- * the limit is kept as a dead letter there and answered 489 with
- * `Upstash-NonRetryable-Error: true`, as an unreadable one is, not refused
- * with a 413 that strands its job.
- */
-/**
  * The routes that read no body, as `<method> <pattern>`: a body sent to
  * one is left unread whatever its length, so one over the limit is not
  * refused by its Content-Length either, as the same body sent chunked
@@ -456,6 +448,14 @@ const UNREAD_BODY_ROUTES: ReadonlySet<string> = new Set([
   "DELETE /v1/dead-letters/:queue/:name/unreadable",
 ]);
 
+/**
+ * The routes QStash calls. QStash retries anything but 2xx (a 413 too)
+ * until its retries run out, then calls the failure callback, which
+ * carries the message base64 (larger still): an authenticated message over
+ * the limit is kept as a dead letter there and answered 489 with
+ * `Upstash-NonRetryable-Error: true`, as an unreadable one is, not refused
+ * with a 413 that strands its job.
+ */
 const QSTASH_ROUTES: ReadonlySet<string> = new Set([
   "/v1/qstash",
   "/v1/qstash/failed",
@@ -1807,15 +1807,20 @@ export function createApp(deps: AppDeps): WebhookApp {
     // first: a path no route answers is "/v1/*"), never the path as sent.
     // A route that reads no body (a redrive) is not refused for one.
     const length = c.req.header("content-length");
-    const route = matchedRoutes(c).find((route) => route.handler !== limitBody);
     if (
       length !== undefined && c.req.header("transfer-encoding") === undefined &&
       Number.parseInt(length, 10) > limitOf(c) &&
       !PUSH_ROUTES.has(c.req.path) &&
-      !(QSTASH_ROUTES.has(c.req.path) && verifyQStash !== undefined) &&
-      !(route !== undefined &&
-        UNREAD_BODY_ROUTES.has(`${route.method} ${route.path}`))
+      !(QSTASH_ROUTES.has(c.req.path) && verifyQStash !== undefined)
     ) {
+      // Looked up only for a body over the limit, off the common path.
+      const route = matchedRoutes(c).find((route) =>
+        route.handler !== limitBody
+      );
+      if (
+        route !== undefined &&
+        UNREAD_BODY_ROUTES.has(`${route.method} ${route.path}`)
+      ) return await next();
       const refusal = tooLarge(limitOf(c), Number.parseInt(length, 10));
       logRefusal(c, refusal, route?.path ?? "/v1/*");
       return refusal.response;
