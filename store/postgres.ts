@@ -382,6 +382,16 @@ const ACTIVITY = "pg_catalog.pg_stat_get_activity";
  * and its session sat idle for good). At a role limit of one, every call
  * after failed with "too many connections for role" (the service never
  * ready, though one connection serves the store).
+ *
+ * The server-wide count takes a session whose kind this role may not see
+ * (another role's, to a role without `pg_read_all_stats`: its
+ * `backend_type` reads NULL) as a client's if it is connected to a
+ * database: counted by `backend_type` alone, the sessions of other roles
+ * were left out, the check sought a second connection the server refused
+ * ("remaining connection slots are reserved …"), and the store's first
+ * write after it failed so. A background worker connected to a database
+ * (autovacuum's) is counted too: the check is then skipped, never in the
+ * way.
  */
 const NO_ROOM = `SELECT
   (SELECT r.rolconnlimit >= 0 AND r.rolconnlimit <= (
@@ -391,7 +401,8 @@ const NO_ROOM = `SELECT
      SELECT count(*) FROM ${ACTIVITY}(NULL) a WHERE a.datid = d.oid)
    FROM pg_catalog.pg_database d WHERE d.datname = current_database())
   OR (SELECT count(*) FROM ${ACTIVITY}(NULL) a
-      WHERE a.backend_type = 'client backend')
+      WHERE a.backend_type = 'client backend'
+        OR (a.backend_type IS NULL AND a.datid IS NOT NULL))
      >= current_setting('max_connections')::int
        - current_setting('superuser_reserved_connections')::int
   AS full`;

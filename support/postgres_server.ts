@@ -167,6 +167,11 @@ export async function startPostgres(
      * speed, where the server is never crashed.
      */
     durable?: boolean;
+    /**
+     * Server settings given after the defaults, which they override
+     * (`{ max_connections: "8" }`).
+     */
+    settings?: Readonly<Record<string, string>>;
   } = {},
 ): Promise<OwnedPostgresServer> {
   const bin = options.bin ?? await postgresBinDir();
@@ -262,6 +267,9 @@ export async function startPostgres(
           `-c synchronous_commit=${options.durable ? "on" : "off"}`,
           "-c full_page_writes=off",
           ...tls,
+          ...Object.entries(options.settings ?? {}).map(([name, value]) =>
+            `-c ${name}=${value}`
+          ),
         ].join(" "),
         "start",
       ]);
