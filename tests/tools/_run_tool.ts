@@ -11,9 +11,9 @@ import { fileURLToPath } from "node:url";
 const ROOT: string = fileURLToPath(new URL("../../", import.meta.url));
 
 /**
- * Runs `tools/<file>` with `args` from the repository's root, with its
- * deno.json, given `permissions` (none unless given) and `env` added to
- * the environment, its stdin closed.
+ * Runs `tools/<file>` with `args` from the repository's root (or from
+ * `cwd`), with its deno.json, given `permissions` (none unless given) and
+ * `env` added to the environment, its stdin closed.
  *
  * @returns Its exit code and what it printed.
  *
@@ -28,6 +28,8 @@ export async function runTool(
   options: {
     permissions?: readonly string[];
     env?: Record<string, string>;
+    /** The folder it runs in; the repository's root unless given. */
+    cwd?: string;
   } = {},
 ): Promise<{ code: number; stdout: string; stderr: string }> {
   const { code, stdout, stderr } = await new Deno.Command(Deno.execPath(), {
@@ -37,10 +39,10 @@ export async function runTool(
       "--config",
       `${ROOT}deno.json`,
       ...(options.permissions ?? []),
-      `tools/${file}`,
+      `${ROOT}tools/${file}`,
       ...args,
     ],
-    cwd: ROOT,
+    cwd: options.cwd ?? ROOT,
     ...(options.env === undefined ? {} : { env: options.env }),
     stdin: "null",
     stdout: "piped",

@@ -303,6 +303,54 @@ Deno.test({
 
 Deno.test({
   name:
+    "deno task kv-to-postgres, KV_PATH a bare file name it may not open, names the flags for the folder it runs in (.), and those flags open it",
+  fn: timeout(30_000, async () => {
+    const dir = await Deno.makeTempDir({ prefix: "kv_to_postgres_open_" });
+    const elsewhere = await Deno.makeTempDir({
+      prefix: "kv_to_postgres_open_",
+    });
+    try {
+      await aStore(`${dir}/relayer.kv`);
+      const run = async (read: string, write: string) => {
+        const { code, stdout, stderr } = await runTool(
+          "kv_to_postgres.ts",
+          [],
+          {
+            permissions: ["--allow-net", "--allow-env", read, write],
+            env: {
+              KV_PATH: "relayer.kv",
+              // Not reached: the open is refused first.
+              DATABASE_URL: "postgres://relayer@127.0.0.1:1/payments",
+            },
+            cwd: dir,
+          },
+        );
+        return { code, out: stdout, err: stderr };
+      };
+      // The file's folder is the one the tool runs in: "." (no "/" to cut
+      // the name at), not an empty flag ("--allow-write=").
+      assertRefused(
+        await run(`--allow-read=${elsewhere}`, `--allow-write=${elsewhere}`),
+        /^KV_PATH: this process may not open relayer\.kv \(deno task kv-to-postgres may write \.\/data only\): run the tool with --allow-read=\. --allow-write=\.$/,
+      );
+      assertRefused(
+        await run("--allow-read", `--allow-write=${elsewhere}`),
+        /^KV_PATH: this process may not open relayer\.kv \(deno task kv-to-postgres may write \.\/data only\): run the tool with --allow-write=\.$/,
+      );
+      // With the flags it named, the store opens: the refusal is the
+      // database's, the next step.
+      const given = await run("--allow-read=.", "--allow-write=.");
+      assert.equal(given.code, 2, `${given.out}${given.err}`);
+      assert.match(given.err, /^DATABASE_URL: cannot open /);
+    } finally {
+      await Deno.remove(dir, { recursive: true });
+      await Deno.remove(elsewhere, { recursive: true });
+    }
+  }),
+});
+
+Deno.test({
+  name:
     "deno task kv-to-postgres moves into a database whose name holds an '@' written %40, as the service connects to it",
   ignore: !postgresAvailable,
   fn: timeout(20_000, async () => {
