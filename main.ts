@@ -767,13 +767,16 @@ const TLS_NOT_TAKEN = /before secure TLS connection/i;
  */
 async function migrateAtStart(
   store: PostgresStore,
+  waitMs: number,
   log: (line: string) => void,
   gaveUp: () => boolean,
   hide: (text: string) => string,
 ): Promise<void> {
   for (let tries = 1;; tries++) {
     try {
-      return await store.migrate();
+      // The start's own bound (`databaseWaitMs`) ends the wait first, in
+      // its words: the store's is set past it.
+      return await store.migrate({ waitMs: waitMs + 1_000 });
     } catch (error) {
       if (!lostAtStart(error) || gaveUp()) throw error;
       const message = hide((error as Error)?.message ?? String(error));
@@ -841,6 +844,7 @@ async function openPostgres(
     // the start for as long as postgres.js retries, with nothing said.
     const migrated = migrateAtStart(
       store,
+      waitMs,
       log,
       () => gaveUp,
       (text) => text.replaceAll(database.url, "DATABASE_URL"),

@@ -318,6 +318,37 @@ export interface PostgresStoreOptions {
   readonly connectionWaitMs?: number;
 }
 
+/**
+ * Options of {@linkcode PostgresStore.migrate}.
+ *
+ * @example A start that waits 5 s at most for the migration
+ * ```ts
+ * import postgres from "postgres";
+ * import { PostgresStore } from "@relayer/poison/postgres";
+ *
+ * const url = Deno.env.get("DATABASE_URL");
+ * if (url !== undefined) { // runs where DATABASE_URL names a database to try it on
+ *   const sql = postgres(url);
+ *   const store = new PostgresStore(sql, { schema: "relayer_example" });
+ *   await store.migrate({ waitMs: 5_000 });
+ *   await sql.end();
+ * }
+ * ```
+ */
+export interface MigrateOptions {
+  /**
+   * How long `migrate()` waits for its answers before it fails, in
+   * milliseconds: a connection of the client, the catalog's, the
+   * migration's (its table locks are bounded at 2 s each, three tries).
+   *
+   * @default {20000}
+   */
+  readonly waitMs?: number;
+}
+
+/** How long `migrate()` waits for its answers by default, in milliseconds (as the service's start). */
+const MIGRATE_WAIT_MS = 20_000;
+
 /** The options `PostgresStore` reads; any other is a typo. */
 const POSTGRES_STORE_OPTIONS: readonly string[] = Object.keys(
   { schema: true, connectionWaitMs: true } satisfies Record<
@@ -815,6 +846,19 @@ export class PostgresStore implements Store {
    * client (opened if they are not) for four round trips. Best effort: a
    * busy pooler is often not seen.
    *
+   * Bounded: without an answer within `options.waitMs` (20 s by default,
+   * above the 13 s that a migration behind a busy table takes to give up)
+   * it fails, saying what to do. Without the bound it would wait as long
+   * as the client: for a connection its pool never frees (all held by the
+   * caller's own queries or `reserve()`s), or for a server that takes the
+   * connection and never answers. The work it started is left to run:
+   * each step is bounded or idempotent, and the migration one transaction,
+   * so a later `migrate()` finds it done, or does it.
+   *
+   * @param options `waitMs`: how long it waits for its answers, in
+   * milliseconds (a whole number from 1 to 2147483647; 20000 by default).
+   * @throws {TypeError} If `waitMs` is not such a number; nothing is sent.
+   * @throws {Error} If nothing answered within `waitMs`.
    * @throws {Error} If the database is read-only (a hot standby, or a
    * session with `default_transaction_read_only = on`, each said apart):
    * every write would fail.
@@ -850,8 +894,42 @@ export class PostgresStore implements Store {
    * }
    * ```
    */
-  async migrate(): Promise<void> {
+  async migrate(options: MigrateOptions = {}): Promise<void> {
     this.#open("migrate");
+    const waitMs = options.waitMs ?? MIGRATE_WAIT_MS;
+    if (!Number.isSafeInteger(waitMs) || waitMs < 1 || waitMs > 2_147_483_647) {
+      throw new TypeError(
+        `Cannot migrate as 'waitMs' must be a whole number of milliseconds from 1 to 2147483647: current value is ${
+          String(waitMs)
+        }`,
+      );
+    }
+    const migrating = this.#migrate();
+    // Left to run past the bound: its end, whatever it is, is no one's.
+    migrating.catch(() => {});
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    try {
+      await Promise.race([
+        migrating,
+        new Promise<never>((_, reject) => {
+          timer = setTimeout(
+            () =>
+              reject(
+                new Error(
+                  `Cannot migrate the PostgreSQL schema "${this.#schema}" as nothing answered within ${waitMs}ms: the client's connections may all be busy (a query or a reserve() of the caller's holds them), the server may not answer (is it a PostgreSQL server this process can reach?), or the migration waits on another session's lock; call migrate() again once that is over (its waitMs option sets this bound, ${MIGRATE_WAIT_MS} by default)`,
+                ),
+              ),
+            waitMs,
+          );
+        }),
+      ]);
+    } finally {
+      clearTimeout(timer);
+    }
+  }
+
+  /** {@linkcode PostgresStore.migrate}'s work, unbounded. */
+  async #migrate(): Promise<void> {
     // With a parameter, as the store's reads have one: postgres.js sends
     // nothing behind it on its connection (see `#selectOne`), where a read
     // given meanwhile could lose its answer through a pooler in

@@ -1,0 +1,102 @@
+/**
+ * `PostgresStore.migrate()` called by a library caller whose client has no
+ * free connection (its pool held by the caller's own `reserve()`): it
+ * fails after its `waitMs` with what to do, not waits for ever, and a
+ * `migrate()` once the connection is free migrates.
+ *
+ * @module
+ */
+
+import assert from "node:assert/strict";
+import { PostgresStore } from "../../store/postgres.ts";
+import { connect, freshSchema, postgresAvailable } from "../_postgres.ts";
+import { timeout } from "../_timeout.ts";
+
+const ignore = !postgresAvailable;
+
+/** `promise`, or a failure saying `what` did not answer within `ms`. */
+async function inTime<T>(promise: Promise<T>, ms: number, what: string) {
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  try {
+    return await Promise.race([
+      promise,
+      new Promise<never>((_, reject) => {
+        timer = setTimeout(
+          () => reject(new Error(`${what}: no answer within ${ms}ms`)),
+          ms,
+        );
+      }),
+    ]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+Deno.test({
+  name:
+    "PostgresStore.migrate() with no free connection fails after its waitMs, saying what to do, and migrates once one is free",
+  ignore,
+  fn: timeout(20_000, async () => {
+    const sql = await connect(1);
+    const schema = freshSchema();
+    const store = new PostgresStore(sql, { schema });
+    let held: Awaited<ReturnType<typeof sql.reserve>> | undefined = await sql
+      .reserve();
+    try {
+      const started = Date.now();
+      // Before: the option unread, no answer until the connection was
+      // handed back ("the migration: no answer within 3000ms").
+      await inTime(
+        assert.rejects(store.migrate({ waitMs: 300 }), (error: Error) => {
+          assert.equal(
+            error.message,
+            `Cannot migrate the PostgreSQL schema "${schema}" as nothing answered within 300ms: the client's connections may all be busy (a query or a reserve() of the caller's holds them), the server may not answer (is it a PostgreSQL server this process can reach?), or the migration waits on another session's lock; call migrate() again once that is over (its waitMs option sets this bound, 20000 by default)`,
+          );
+          return true;
+        }),
+        3_000,
+        "the migration",
+      );
+      assert.ok(Date.now() - started < 2_000);
+      held.release();
+      held = undefined;
+      // The connection free: the migration runs (the first's too, left to
+      // run when the connection came).
+      await inTime(store.migrate({ waitMs: 5_000 }), 6_000, "the migration");
+      await store.createIntent({ id: "pi_1", hold: "pending" });
+      assert.equal((await store.getIntent("pi_1"))?.hold, "pending");
+    } finally {
+      held?.release();
+      store.close();
+      await sql.unsafe(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
+      await sql.end();
+    }
+  }),
+});
+
+Deno.test("PostgresStore.migrate() refuses a waitMs that is not a whole number of milliseconds from 1 to 2147483647, sending nothing", async () => {
+  // Never connects: the refusal comes first.
+  const sql = (await import("postgres")).default(
+    "postgres://relayer:relayer@127.0.0.1:1/relayer",
+    { max: 1, connect_timeout: 1 },
+  );
+  const store = new PostgresStore(sql);
+  try {
+    for (const waitMs of [0, -1, 1.5, Infinity, NaN, 2 ** 31]) {
+      await assert.rejects(
+        store.migrate({ waitMs }),
+        (error: Error) => {
+          assert.ok(error instanceof TypeError, String(error));
+          assert.equal(
+            error.message,
+            `Cannot migrate as 'waitMs' must be a whole number of milliseconds from 1 to 2147483647: current value is ${waitMs}`,
+          );
+          return true;
+        },
+      );
+    }
+  } finally {
+    store.close();
+    await sql.end();
+  }
+});
