@@ -859,6 +859,8 @@ export class PostgresStore implements Store {
    * milliseconds (a whole number from 1 to 2147483647; 20000 by default).
    * @throws {TypeError} If `waitMs` is not such a number; nothing is sent.
    * @throws {Error} If nothing answered within `waitMs`.
+   * @throws {Error} If the role's or database's `statement_timeout`
+   * cancelled the check of the schema: raise it.
    * @throws {Error} If the database is read-only (a hot standby, or a
    * session with `default_transaction_read_only = on`, each said apart):
    * every write would fail.
@@ -904,7 +906,24 @@ export class PostgresStore implements Store {
         }`,
       );
     }
-    const migrating = this.#migrate();
+    const migrating = this.#migrate().catch((error) => {
+      // The check of the schema runs under the role's own
+      // statement_timeout (the migration's transaction raises it): one too
+      // short cancelled it with the server's words alone.
+      const { code, message } = (error ?? {}) as {
+        code?: unknown;
+        message?: unknown;
+      };
+      if (code !== "57014" || !/statement timeout/.test(String(message))) {
+        throw error;
+      }
+      throw new Error(
+        `Cannot migrate the PostgreSQL schema "${this.#schema}" as statement_timeout cancelled its statement (${
+          oneLine(String(message))
+        }): the role's or database's statement_timeout is too short for the migration's check of the schema (SHOW statement_timeout; raise it to 1s or more with ALTER ROLE … SET statement_timeout), then run migrate() again`,
+        { cause: error },
+      );
+    });
     // Left to run past the bound: its end, whatever it is, is no one's.
     migrating.catch(() => {});
     let timer: ReturnType<typeof setTimeout> | undefined;

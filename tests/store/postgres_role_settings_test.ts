@@ -1,0 +1,134 @@
+/**
+ * PostgresStore for a role whose settings it did not choose
+ * (`ALTER ROLE … SET`): a `statement_timeout` too short for the
+ * migration's check of the schema is refused in words that say what to
+ * do, and once raised the store migrates; a `search_path` naming a schema
+ * that does not exist, or `default_transaction_isolation = 'serializable'`,
+ * leaves the store working.
+ *
+ * @module
+ */
+
+import assert from "node:assert/strict";
+import postgres from "postgres";
+import { PostgresStore } from "../../store/postgres.ts";
+import {
+  freshDatabase,
+  postgresAvailable,
+  sharedClient,
+} from "../_postgres.ts";
+import { timeout } from "../_timeout.ts";
+
+const ignore = !postgresAvailable;
+
+/**
+ * A fresh database owned by a new login role given `settings`
+ * (`ALTER ROLE … SET`), and `connect()`, a client of that role opened
+ * after them.
+ */
+async function asRole(
+  settings: string[],
+  test: (db: {
+    connect: () => postgres.Sql;
+    alter: (setting: string) => Promise<void>;
+  }) => Promise<void>,
+): Promise<void> {
+  const admin = await sharedClient();
+  const role = `r${crypto.randomUUID().replaceAll("-", "").slice(0, 12)}`;
+  await admin.unsafe(`CREATE ROLE "${role}" LOGIN PASSWORD '${role}-pw'`);
+  const database = await freshDatabase();
+  const clients: postgres.Sql[] = [];
+  try {
+    const name = new URL(database.url).pathname.slice(1);
+    await admin.unsafe(`ALTER DATABASE "${name}" OWNER TO "${role}"`);
+    const alter = (setting: string) =>
+      admin.unsafe(`ALTER ROLE "${role}" SET ${setting}`).then(() => {});
+    for (const setting of settings) await alter(setting);
+    const login = new URL(database.url);
+    login.username = role;
+    login.password = `${role}-pw`;
+    await test({
+      alter,
+      connect: () => {
+        const sql = postgres(login.href, {
+          max: 2,
+          onnotice: () => {},
+          max_lifetime: null,
+        });
+        clients.push(sql);
+        return sql;
+      },
+    });
+  } finally {
+    for (const sql of clients) await sql.end({ timeout: 1 });
+    await database.drop();
+    await admin.unsafe(`DROP ROLE IF EXISTS "${role}"`);
+  }
+}
+
+Deno.test({
+  name:
+    "PostgresStore.migrate() for a role whose statement_timeout cancels its check of the schema says so and what to do, and migrates once it is raised",
+  ignore,
+  fn: timeout(
+    30_000,
+    () =>
+      asRole(["statement_timeout = '1ms'"], async ({ connect, alter }) => {
+        const sql = connect();
+        const store = new PostgresStore(sql, { schema: "relayer" });
+        try {
+          // Before: the server's words alone, "canceling statement due to
+          // statement timeout".
+          await assert.rejects(store.migrate(), (error: Error) => {
+            assert.equal(
+              error.message,
+              `Cannot migrate the PostgreSQL schema "relayer" as statement_timeout cancelled its statement (canceling statement due to statement timeout): the role's or database's statement_timeout is too short for the migration's check of the schema (SHOW statement_timeout; raise it to 1s or more with ALTER ROLE … SET statement_timeout), then run migrate() again`,
+            );
+            return true;
+          });
+        } finally {
+          store.close();
+        }
+        await alter("statement_timeout = '1s'");
+        const after = new PostgresStore(connect(), { schema: "relayer" });
+        try {
+          await after.migrate();
+          await after.createIntent({ id: "pi_1", hold: "pending" });
+          assert.equal((await after.getIntent("pi_1"))?.hold, "pending");
+        } finally {
+          after.close();
+        }
+      }),
+  ),
+});
+
+Deno.test({
+  name:
+    "PostgresStore works for a role whose search_path names a schema that does not exist and whose transactions default to serializable",
+  ignore,
+  fn: timeout(30_000, () =>
+    asRole(
+      [
+        "search_path = nosuch",
+        "default_transaction_isolation = 'serializable'",
+      ],
+      async ({ connect }) => {
+        const sql = connect();
+        const [shown] = await sql`SHOW search_path`;
+        assert.equal(shown?.search_path, "nosuch");
+        const store = new PostgresStore(sql, { schema: "relayer" });
+        try {
+          await store.migrate();
+          await Promise.all([
+            store.createIntent({ id: "pi_1", hold: "pending" }),
+            store.createIntent({ id: "pi_2", hold: "pending" }),
+          ]);
+          assert.equal(await store.admit({ count: "pi_1/settle", now: 1 }), 1);
+          assert.equal(await store.admit({ count: "pi_1/settle", now: 2 }), 2);
+          assert.equal((await store.getIntent("pi_2"))?.hold, "pending");
+        } finally {
+          store.close();
+        }
+      },
+    )),
+});
