@@ -952,6 +952,19 @@ export function openHint(message: string, direct: boolean): string {
   ) {
     return " (the server has no connection slot left for this role: its CONNECTION LIMIT, the database's or the server's max_connections is reached; see pg_stat_activity for who holds them, end the idle ones or raise the limit, then try again)";
   }
+  // 28P01: the server says the same of a wrong password and of one past
+  // the role's VALID UNTIL (the reason goes to its log alone).
+  if (/password authentication failed for user/.test(message)) {
+    return " (the server refused this user and password: check them in DATABASE_URL, and that the role's password has not expired (SELECT rolvaliduntil FROM pg_roles; renew it with ALTER ROLE … VALID UNTIL), then try again)";
+  }
+  // 3D000, at the connection's start.
+  if (
+    /^database ".*" does not exist$|: database ".*" does not exist$/.test(
+      message,
+    )
+  ) {
+    return " (no database of that name on this server: correct the name in DATABASE_URL, or create it (CREATE DATABASE); one renamed or dropped since the service last ran is missing too)";
+  }
   if (/certificate|self[- ]signed/i.test(message)) {
     return " (the server's TLS certificate does not chain to a CA this process trusts, or names another host: give Deno the CA with DENO_CERT=<file>, and connect by a name the certificate holds)";
   }

@@ -761,6 +761,66 @@ Deno.test("openHint() says what to do when the server's own connection slots are
   }
 });
 
+Deno.test({
+  name:
+    "openService() says what to do when the role's password expired (VALID UNTIL), in one line, and starts once it is renewed",
+  ignore: !postgresAvailable,
+  async fn() {
+    const database = await freshDatabase();
+    const admin = await sharedClient();
+    const role = `r${crypto.randomUUID().replaceAll("-", "").slice(0, 12)}`;
+    await admin.unsafe(
+      `CREATE ROLE "${role}" LOGIN PASSWORD '${role}-pw' VALID UNTIL '2000-01-01';
+       GRANT CREATE ON DATABASE "${
+        new URL(database.url).pathname.slice(1)
+      }" TO "${role}"`,
+    );
+    try {
+      const url = new URL(database.url);
+      url.username = role;
+      url.password = `${role}-pw`;
+      const config = loadConfig({ ...base, DATABASE_URL: url.href });
+      // Before: the server's words alone ("password authentication failed
+      // for user …"), the same for a wrong password and an expired one.
+      await assert.rejects(openService(config, { log: () => {} }), (error) => {
+        assert.ok(error instanceof ConfigError, String(error));
+        assert.equal(
+          error.message.replace(/PostgreSQL \S+, [^:]+:/, "PostgreSQL …:"),
+          `DATABASE_URL: cannot open PostgreSQL …: password authentication failed for user "${role}" (the server refused this user and password: check them in DATABASE_URL, and that the role's password has not expired (SELECT rolvaliduntil FROM pg_roles; renew it with ALTER ROLE … VALID UNTIL), then try again)`,
+        );
+        assert.ok(!error.message.includes(`${role}-pw`), error.message);
+        return true;
+      });
+      await admin.unsafe(`ALTER ROLE "${role}" VALID UNTIL 'infinity'`);
+      const service = await openService(config, { log: () => {} });
+      await service.close();
+    } finally {
+      await database.drop();
+      await admin.unsafe(`DROP OWNED BY "${role}"; DROP ROLE "${role}"`);
+    }
+  },
+});
+
+Deno.test({
+  name:
+    "openService() says what to do when DATABASE_URL names a database the server does not have (renamed or dropped), in one line",
+  ignore: !postgresAvailable,
+  async fn() {
+    const url = new URL(await postgresUrl());
+    url.pathname = "/no_such_payments";
+    const config = loadConfig({ ...base, DATABASE_URL: url.href });
+    // Before: the server's words alone.
+    await assert.rejects(openService(config, { log: () => {} }), (error) => {
+      assert.ok(error instanceof ConfigError, String(error));
+      assert.match(
+        error.message,
+        /^DATABASE_URL: cannot open PostgreSQL 127\.0\.0\.1:\d+\/no_such_payments, no TLS: database "no_such_payments" does not exist \(no database of that name on this server: correct the name in DATABASE_URL, or create it \(CREATE DATABASE\); one renamed or dropped since the service last ran is missing too\)$/,
+      );
+      return true;
+    });
+  },
+});
+
 Deno.test("loadConfig() names no '@' after a host where DATABASE_URL has no host, nor the database name's '@' where the '@' is past its path", () => {
   // No "://": the scheme is refused, not an '@' after a host it lacks.
   assert.match(
