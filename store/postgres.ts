@@ -1444,7 +1444,8 @@ export class PostgresStore implements Store {
           error,
         );
       }
-      const missing = unmigrated(error, `Cannot ${what}`, this.#schema);
+      const missing = unmigrated(error, `Cannot ${what}`, this.#schema) ??
+        refusedConnection(error, `Cannot ${what}`, "written");
       if (missing !== null) throw missing;
       const aborted = abortedSession(
         what,
@@ -2017,7 +2018,9 @@ export class PostgresStore implements Store {
               error,
               `The store's ${what} failed`,
               this.#schema,
-            ) ?? abortedSession(`run the store's ${what}`, "read", error) ??
+            ) ??
+              refusedConnection(error, `The store's ${what} failed`, "read") ??
+              abortedSession(`run the store's ${what}`, "read", error) ??
               (socketLost(error) ? lostDuringRead(what, error) : error);
           }
           query = ask();
@@ -3860,6 +3863,36 @@ function closedError(what: string): Error {
   return new Error(
     `Cannot ${what} as the store is closed (its close() was called, as the process stops): nothing was sent to PostgreSQL; retry on a running instance (a queue redelivers)`,
   );
+}
+
+/**
+ * The store's error for the server's refusal of a new connection, its
+ * cause arisen under a live pool (`28P01`: a password wrong, or past the
+ * role's `VALID UNTIL`, which the server does not tell apart; `3D000`: the
+ * database renamed or dropped): said with what to do, where the server's
+ * words alone said only what. Refused at the connection's start, the call
+ * sent nothing on it: nothing of it was `done`. `null` for any other
+ * error (a connection limit's `53300` is said by the service's log line).
+ */
+function refusedConnection(
+  error: unknown,
+  head: string,
+  done: "read" | "written",
+): Error | null {
+  const code = (error as { code?: unknown } | null)?.code;
+  const todo = code === "28P01"
+    ? "check the user and password the client connects with, and that the role's password has not expired (SELECT rolvaliduntil FROM pg_roles; renew it with ALTER ROLE … VALID UNTIL)"
+    : code === "3D000"
+    ? "the database the client connects to was renamed or dropped; restore it (or its name), or point the client at the service's database"
+    : null;
+  if (todo === null) return null;
+  const refused = new Error(
+    `${head} as PostgreSQL refused the store a new connection (${
+      describeError(error)
+    }): ${todo}; nothing was ${done}, so try again once that is done`,
+    { cause: error },
+  );
+  return done === "written" ? notWritten(refused) : refused;
 }
 
 /** The error of a write that got no connection within `waitMs`. */

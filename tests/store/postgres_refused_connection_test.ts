@@ -1,0 +1,166 @@
+/**
+ * PostgresStore while the server refuses it new connections, its cause
+ * arising under a live pool: the role's password expired (`VALID UNTIL`),
+ * the database renamed. Each call says what to do, and that nothing was
+ * read or written (a write's refusal is marked so); once the cause goes,
+ * the store works again, with nothing written twice.
+ *
+ * @module
+ */
+
+import assert from "node:assert/strict";
+import postgres from "postgres";
+import { isNotWritten } from "../../store/_not_written.ts";
+import { PostgresStore, reconnectBackoffS } from "../../store/postgres.ts";
+import {
+  freshDatabase,
+  postgresAvailable,
+  sharedClient,
+} from "../_postgres.ts";
+import { timeout } from "../_timeout.ts";
+
+const ignore = !postgresAvailable;
+
+/** The first of up to 6 failures of `call` that is not a lost connection's (the pool's, ended under it). */
+async function refusal(call: () => Promise<unknown>): Promise<Error> {
+  let last: unknown;
+  for (let i = 0; i < 6; i++) {
+    // Spaced, as a queue's redeliveries are: tried at once, the pool's
+    // connections just ended answer with their loss.
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    try {
+      await call();
+    } catch (error) {
+      last = error;
+      if (!/lost the connection/.test((error as Error).message)) {
+        return error as Error;
+      }
+      continue;
+    }
+    assert.fail("the call answered");
+  }
+  throw last;
+}
+
+/**
+ * A fresh database owned by a new login role, a store of that role on it
+ * (migrated, intent `pi_1` created), `admin` (the run's superuser) and
+ * `endSessions()`, which ends the role's sessions.
+ */
+async function onLiveStore(
+  test: (db: {
+    admin: postgres.Sql;
+    role: string;
+    name: string;
+    store: PostgresStore;
+    endSessions: () => Promise<void>;
+  }) => Promise<void>,
+): Promise<void> {
+  const admin = await sharedClient();
+  const role = `r${crypto.randomUUID().replaceAll("-", "").slice(0, 12)}`;
+  await admin.unsafe(`CREATE ROLE "${role}" LOGIN PASSWORD '${role}-pw'`);
+  const database = await freshDatabase();
+  const name = new URL(database.url).pathname.slice(1);
+  await admin.unsafe(`ALTER DATABASE "${name}" OWNER TO "${role}"`);
+  const login = new URL(database.url);
+  login.username = role;
+  login.password = `${role}-pw`;
+  const sql = postgres(login.href, {
+    max: 2,
+    onnotice: () => {},
+    max_lifetime: null,
+    backoff: reconnectBackoffS,
+  });
+  const store = new PostgresStore(sql, { connectionWaitMs: 2_000 });
+  try {
+    await store.migrate();
+    await store.createIntent({ id: "pi_1", hold: "pending" });
+    await test({
+      admin,
+      role,
+      name,
+      store,
+      async endSessions() {
+        await admin`
+          SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+          WHERE usename = ${role}`;
+      },
+    });
+  } finally {
+    store.close();
+    await sql.end({ timeout: 1 });
+    await admin`
+      SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+      WHERE usename = ${role}`;
+    await database.drop();
+    await admin.unsafe(`DROP ROLE IF EXISTS "${role}"`);
+  }
+}
+
+Deno.test({
+  name:
+    "PostgresStore, its role's password expired under a live pool, says what to do at each call, nothing read or written, and works once it is renewed",
+  ignore,
+  fn: timeout(
+    30_000,
+    () =>
+      onLiveStore(async ({ admin, role, store, endSessions }) => {
+        await admin.unsafe(`ALTER ROLE "${role}" VALID UNTIL '2000-01-01'`);
+        await endSessions();
+        // Before: the server's words alone, 'password authentication failed
+        // for user "r…"'.
+        const read = await refusal(() => store.getIntent("pi_1"));
+        assert.equal(
+          read.message,
+          `The store's read failed as PostgreSQL refused the store a new connection (PostgresError: password authentication failed for user "${role}"): check the user and password the client connects with, and that the role's password has not expired (SELECT rolvaliduntil FROM pg_roles; renew it with ALTER ROLE … VALID UNTIL); nothing was read, so try again once that is done`,
+        );
+        const write = await refusal(() =>
+          store.createIntent({ id: "pi_2", hold: "pending" })
+        );
+        assert.match(
+          write.message,
+          /^Cannot create intent pi_2 as PostgreSQL refused the store a new connection \(PostgresError: password authentication failed for user "r[0-9a-f]+"\): .*; nothing was written, so try again once that is done$/,
+        );
+        assert.ok(isNotWritten(write));
+
+        await admin.unsafe(`ALTER ROLE "${role}" VALID UNTIL 'infinity'`);
+        assert.equal((await store.getIntent("pi_1"))?.hold, "pending");
+        assert.equal(await store.getIntent("pi_2"), null);
+        await store.createIntent({ id: "pi_2", hold: "pending" });
+        assert.equal(await store.admit({ count: "pi_2/settle", now: 1 }), 1);
+      }),
+  ),
+});
+
+Deno.test({
+  name:
+    "PostgresStore, its database renamed under a live pool, says what to do at each call, and works once the name is back",
+  ignore,
+  fn: timeout(
+    30_000,
+    () =>
+      onLiveStore(async ({ admin, name, store, endSessions }) => {
+        await endSessions();
+        await admin.unsafe(`ALTER DATABASE "${name}" RENAME TO "${name}_x"`);
+        try {
+          const read = await refusal(() => store.getIntent("pi_1"));
+          assert.equal(
+            read.message,
+            `The store's read failed as PostgreSQL refused the store a new connection (PostgresError: database "${name}" does not exist): the database the client connects to was renamed or dropped; restore it (or its name), or point the client at the service's database; nothing was read, so try again once that is done`,
+          );
+          const write = await refusal(() =>
+            store.admit({ count: "pi_1/settle", now: 1 })
+          );
+          assert.match(
+            write.message,
+            /^Cannot admit a delivery as PostgreSQL refused the store a new connection \(PostgresError: database "\w+" does not exist\): .*; nothing was written, so try again once that is done$/,
+          );
+          assert.ok(isNotWritten(write));
+        } finally {
+          await admin.unsafe(`ALTER DATABASE "${name}_x" RENAME TO "${name}"`);
+        }
+        assert.equal((await store.getIntent("pi_1"))?.hold, "pending");
+        assert.equal(await store.admit({ count: "pi_1/settle", now: 2 }), 1);
+      }),
+  ),
+});
