@@ -136,7 +136,8 @@ export class ClockError extends TypeError {}
 
 /**
  * A clock that checks each of its readings: whole milliseconds, as
- * `Date.now()` returns them. A clock off by its type (`performance.now()`'s
+ * `Date.now()` returns them, from 0 (1970) to the last instant a `Date`
+ * can hold. A clock off by its type (`performance.now()`'s
  * fractions, a `Date`, `NaN`) would otherwise make a payment look stuck, or
  * fail on a store's refusal of a field the caller never set.
  */
@@ -153,6 +154,19 @@ export function checkedClock(
         }`,
       );
     }
+    if (at < 0 || at > MAX_DATE_MS) {
+      // Whole milliseconds, but no time Date.now() returns: kept, it went
+      // into the store as times no Date can show (a lease, a write-ahead,
+      // a dead letter's poisonedAt).
+      throw new ClockError(
+        `Cannot ${what} as 'now' must return a time a Date can hold, in whole milliseconds from 0 (1970) to ${MAX_DATE_MS}, as Date.now() does: it returned ${
+          show(at)
+        }`,
+      );
+    }
     return at;
   };
 }
+
+/** The last instant a `Date` can hold, in milliseconds since 1970. */
+const MAX_DATE_MS = 8_640_000_000_000_000;

@@ -172,8 +172,8 @@ export interface RelayerOptions {
   /**
    * The clock: whole milliseconds, as `Date.now()` returns them. A delivery
    * (or a request to `createApp`'s routes) that reads anything else (a
-   * fraction, `NaN`, a `Date`) fails, naming the clock, before it writes or
-   * sends.
+   * fraction, `NaN`, a `Date`, a time before 1970 or past the last one a
+   * `Date` can hold) fails, naming the clock, before it writes or sends.
    *
    * @default {Date.now}
    */
