@@ -5,7 +5,7 @@
  * @module
  */
 
-import { assertOptionNames } from "../policy/_validate.ts";
+import { assertOptionNames, checkedClock, show } from "../policy/_validate.ts";
 import { readText } from "../relayer/_read_text.ts";
 import { stepBackPace } from "./_step_back.ts";
 
@@ -91,7 +91,9 @@ export interface GoogleJwksOptions {
    */
   readonly fetch?: typeof fetch;
   /**
-   * The clock, in milliseconds.
+   * The clock, in whole milliseconds as `Date.now()` returns them; a
+   * reading that is not (a fraction, `NaN`, a `Date`) fails the call,
+   * naming 'now', and fetches nothing.
    *
    * @default {Date.now}
    */
@@ -182,8 +184,18 @@ export function googleJwks(
   const {
     url = GOOGLE_CERTS_URL,
     fetch: fetcher = globalThis.fetch,
-    now = Date.now,
+    now: clock = Date.now,
   } = options ?? {};
+  if (typeof clock !== "function") {
+    throw new TypeError(
+      `Cannot build a Google JWKS source as 'now' must be a function returning milliseconds, such as Date.now: current value is ${
+        show(clock)
+      }`,
+    );
+  }
+  // A reading that is no whole milliseconds (a Date, NaN) would leave the
+  // keys never standing: every push would fetch them again.
+  const now = checkedClock("read Google's keys", clock);
   let cached:
     | { keys: readonly JsonWebKey[]; from: number; until: number }
     | undefined;
