@@ -1052,6 +1052,14 @@ export function checkDeadLetter(letter: DeadLetter): void {
   checkString("resolution", letter.resolution);
   checkString("lastError", letter.lastError);
   checkMs("poisonedAt", letter.poisonedAt);
+  if (letter.poisonedAt < 0) {
+    // No reading of the relayer's clock (checkedClock), and Deno KV's
+    // newest-first key (MAX_SAFE_INTEGER − poisonedAt) rounds past 2^53:
+    // listed there alone out of order.
+    throw new TypeError(
+      `Cannot write to the store as 'poisonedAt' must be a whole number of milliseconds from 0 (1970): current value is ${letter.poisonedAt}`,
+    );
+  }
   checkMs("deliveries", letter.deliveries);
   if (letter.queue !== undefined) {
     checkString("queue.queue", letter.queue?.queue);
