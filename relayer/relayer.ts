@@ -1903,8 +1903,18 @@ export function createRelayer(options: RelayerOptions): Relayer {
       }
       const waitOrRescue = (): Act => {
         if (stuckMs < policy.stuckAfterMs) {
+          // Timed ahead of this clock (another instance's, running ahead):
+          // 0s, and how far, not a negative time.
           throw new Error(
-            `settling for ${formatDuration(stuckMs)} without tx hash, waiting`,
+            `settling for ${
+              formatDuration(Math.max(0, stuckMs))
+            } without tx hash, waiting${
+              stuckMs < 0
+                ? ` (its time is ${
+                  formatDuration(-stuckMs)
+                } ahead of this clock)`
+                : ""
+            }`,
           );
         }
         return rescue; // same nonce
