@@ -450,11 +450,21 @@ function rateLimited(
       `${head}, without saying when to try again; try again later${said}`,
     );
   }
+  if (!(waitMs <= MAX_WAIT_MS)) {
+    // Hundreds of digits (Infinity), a date or a reset years ahead: no
+    // QStash limit lasts so long, so no wait to pass on.
+    return new Error(
+      `${head}, asking to wait over a day, longer than any QStash limit lasts (a reset time so far ahead says this server's clock is behind); try again later${said}`,
+    );
+  }
   const error = new Error(
     `${head}; try again in ${Math.max(1, Math.ceil(waitMs / 1000))} s${said}`,
   );
   return Object.assign(error, { retryAfterMs: waitMs });
 }
+
+/** The longest wait a 429 is taken to ask: its daily limit resets within a day. */
+const MAX_WAIT_MS = 86_400_000;
 
 /**
  * `Retry-After` (RFC 9110: seconds, or an HTTP date) in milliseconds from
