@@ -811,9 +811,13 @@ async function refuseHeldLeases(
 }
 
 function leaseHeld(intentId: string, lease: { expiresAt?: unknown }): Error {
-  const until = Number.isSafeInteger(lease.expiresAt)
-    ? ` until ${new Date(lease.expiresAt as number).toISOString()}`
-    : "";
+  const at = lease.expiresAt as number;
+  const until = !Number.isSafeInteger(at)
+    ? ""
+    : Math.abs(at) <= 8_640_000_000_000_000
+    ? ` until ${new Date(at).toISOString()}`
+    // No Date holds it (a leaseMs that long, a clock beyond it).
+    : ` until ${at} (ms since 1970, past what a Date can show)`;
   return new BusyError(
     `Cannot move from Deno KV as a delivery holds the lease of intent ${intentId}${until}: pause the queue (or stop the service), wait for the lease to lapse, then run the move again. Nothing was moved.`,
     Number.isSafeInteger(lease.expiresAt)

@@ -1196,6 +1196,31 @@ Deno.test({
 
 Deno.test({
   name:
+    "moveKvToPostgres() refuses a lease held past the last time a Date can hold (a relayer's leaseMs that long, a clock beyond it) as held, with its expiry in milliseconds, not a RangeError",
+  ignore: !postgresAvailable,
+  fn: () =>
+    withBoth(async (file, pg) => {
+      await authorized(new KvStore(file.kv));
+      const expiresAt = 8_640_000_000_000_001;
+      await file.kv.set(["relayer", "lease", "pi_0001"], {
+        owner: "delivery-1",
+        expiresAt,
+      });
+      const error = await moveKvToPostgres(file.kv, pg.sql, {
+        schema: pg.schema,
+        now: () => T0,
+      }).then(() => null, (error) => error);
+      assert.ok(error instanceof BusyError, String(error));
+      assert.equal(
+        error.message,
+        `Cannot move from Deno KV as a delivery holds the lease of intent pi_0001 until ${expiresAt} (ms since 1970, past what a Date can show): pause the queue (or stop the service), wait for the lease to lapse, then run the move again. Nothing was moved.`,
+      );
+      assert.equal((await rowCounts(pg.sql, pg.schema)).intents, 0);
+    }),
+});
+
+Deno.test({
+  name:
     "moveKvToPostgres() keeps each count's expiry, and leaves one that lapses at the move's time: PostgreSQL counts as Deno KV did until it lapses",
   ignore: !postgresAvailable,
   fn: () =>
