@@ -601,6 +601,17 @@ function retryAfter(delayMs: number): string {
 }
 
 /**
+ * A time of the store as an operator reads it: ISO 8601, or, past what a
+ * `Date` can hold (an import, a clock beyond it), its milliseconds, where
+ * `toISOString()` would throw and the answer be a 500.
+ */
+function timeShown(ms: number): string {
+  return Math.abs(ms) <= 8_640_000_000_000_000
+    ? new Date(ms).toISOString()
+    : `${ms} ms since 1970 (past what a Date can show)`;
+}
+
+/**
  * `Retry-After` for an operator's publish the queue refused: the wait the
  * queue asked for, where its error carries one (`retryAfterMs`, as
  * `qstashPublisher`'s does on QStash's 429), else 5 s.
@@ -3143,7 +3154,7 @@ export function createApp(deps: AppDeps): WebhookApp {
         `A send of intent ${id} is still running in this process (begun ${
           intent.broadcasting === null
             ? "before its review"
-            : `at ${new Date(intent.broadcasting).toISOString()}`
+            : `at ${timeShown(intent.broadcasting)}`
         }): its tx may leave after the chain was checked. Wait until it ends (the relayer's log says "sent 0x…" or the send's error), look the intent's nonce up again, then resolve it.`,
         { "retry-after": "5" },
       );
@@ -3250,7 +3261,7 @@ export function createApp(deps: AppDeps): WebhookApp {
               intent.broadcasting === null
                 ? `Intent ${id} may have sent (mayHaveSent), and a send of it may still be running in some instance with no write-ahead on record (another instance, its clock past that send's lease, wrote ahead over it, and that rescue's record cleared it): its tx may leave after the chain was checked.`
                 : `A send of intent ${id} was begun at ${
-                  new Date(intent.broadcasting).toISOString()
+                  timeShown(intent.broadcasting)
                 } (by the sending instance's clock) and its outcome is on no record: it may still be running in some instance, and its tx may leave after the chain was checked.`
             } A send ends within its lease: wait ${
               formatDuration(leftMs)

@@ -1,0 +1,56 @@
+/**
+ * An operator's fail of a payment in review whose send's write-ahead
+ * (`broadcasting`) is timed past the last instant a `Date` can hold (an
+ * import, a store written by a clock beyond it) was answered 500 ("The
+ * relayer failed unexpectedly"): the refusal that names the send's start
+ * threw `RangeError: Invalid time value`, so the payment could never be
+ * failed by hand. The refusal names that time in milliseconds instead,
+ * and the wait it asks for stands, on every store.
+ *
+ * @module
+ */
+
+import assert from "node:assert/strict";
+import { makeApp, OPS } from "./_app.ts";
+import { BACKENDS } from "../_stores.ts";
+
+const FAR = 8_640_000_000_000_001;
+
+for (const backend of BACKENDS) {
+  Deno.test(`${backend.name}: a fail of a payment in review whose write-ahead is timed past what a Date can hold is refused as a send that may be in flight, naming the time in milliseconds`, async () => {
+    const { store, close } = await backend.open();
+    try {
+      await store.createIntent({
+        id: "pi_0002",
+        state: "needs_review",
+        hold: "pending",
+        settlingSince: 1_000,
+        broadcasting: FAR,
+      });
+      const before = await store.getIntent("pi_0002");
+      const { app } = await makeApp({ deps: { store } });
+      const res = await app.request("/v1/intents/pi_0002/resolve", {
+        method: "POST",
+        headers: { authorization: `Bearer ${OPS}` },
+        body: JSON.stringify({
+          to: "failed",
+          version: before?.version,
+          nonceChecked: true,
+        }),
+      });
+      const answer = await res.json();
+      assert.equal(res.status, 409, JSON.stringify(answer));
+      assert.match(answer.type, /send-in-flight$/);
+      assert.match(
+        answer.detail,
+        new RegExp(
+          `^A send of intent pi_0002 was begun at ${FAR} ms since 1970 \\(past what a Date can show\\) \\(by the sending instance's clock\\)`,
+        ),
+      );
+      assert.equal(res.headers.get("retry-after"), "30");
+      assert.deepEqual(await store.getIntent("pi_0002"), before);
+    } finally {
+      await close();
+    }
+  });
+}
