@@ -43,7 +43,7 @@ import { backoff } from "../policy/backoff.ts";
 import { jitter } from "../policy/jitter.ts";
 import { isPoison } from "../policy/sentinels.ts";
 import { Hono } from "hono";
-import type { Context } from "hono";
+import type { Context, MiddlewareHandler } from "hono";
 import { HTTPException } from "hono/http-exception";
 import { matchedRoutes } from "hono/route";
 import { INTENT_ID_RULE, isIntentId, redriveRefusal } from "../store/_rules.ts";
@@ -398,6 +398,15 @@ const STATUS: Record<Route, Record<Outcome["action"], number>> = {
 
 // QStash honours a Retry-After of at most one day.
 const MAX_RETRY_AFTER_S = 86_400;
+
+/** The ops routes' paths, as `app.use` matches them. */
+const OPS_PATHS = [
+  "/v1/intents",
+  "/v1/intents/*",
+  "/v1/dead-letters",
+  "/v1/dead-letters/*",
+  "/v1/jobs",
+] as const;
 
 /** The routes whose body is a queue's envelope around a base64-encoded job. */
 const ENVELOPE_ROUTES: ReadonlySet<string> = new Set([
@@ -1804,6 +1813,16 @@ export function createApp(deps: AppDeps): WebhookApp {
       : ENVELOPE_ROUTES.has(c.req.path)
       ? envelopeBytes
       : maxBodyBytes;
+  // An ops answer holds a payment (an intent, its hold and tx hashes, a
+  // dead letter): no proxy or browser may keep it, whatever its status.
+  // A shared cache should not keep an answer to a request with
+  // Authorization anyway (RFC 9111 §3.5), but a CDN rule that caches
+  // everything, or a browser's own cache, would.
+  const noStore: MiddlewareHandler = async (c, next) => {
+    await next();
+    c.res.headers.set("cache-control", "no-store");
+  };
+  for (const path of OPS_PATHS) app.use(path, noStore);
   app.use("/v1/*", async function limitBody(c, next) {
     // A body its Content-Length says is too long is refused unread. One
     // without (chunked) is counted as its route reads it (bytesOf), after
@@ -1826,7 +1845,7 @@ export function createApp(deps: AppDeps): WebhookApp {
     ) {
       // Looked up only for a body over the limit, off the common path.
       const route = matchedRoutes(c).find((route) =>
-        route.handler !== limitBody
+        route.handler !== limitBody && route.handler !== noStore
       );
       if (
         route !== undefined &&
