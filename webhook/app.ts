@@ -200,7 +200,7 @@ export interface AppDeps extends RelayerOptions {
    * with `webhookSecret`.
    */
   readonly webhookSecretNext?: string;
-  /** The bearer token of the ops routes, 16 characters or more; without it they are refused. */
+  /** The bearer token of the ops routes, 16 characters or more of printable ASCII (no space at either end); without it they are refused. */
   readonly opsToken?: string;
   /**
    * Accept unauthenticated requests on routes whose keys are not set. For
@@ -1342,7 +1342,9 @@ function messageNote(
  * `bodyTimeoutMs` is invalid.
  * @throws {TypeError} If a route's keys are empty, short or incomplete: a
  * `webhookSecret` or `opsToken` empty or under 16 characters (the
- * service's rule), an empty QStash signing key, a QStash
+ * service's rule), an `opsToken` no header can carry (a space or line
+ * break at an end, a character outside printable ASCII), an empty QStash
+ * signing key, a QStash
  * `url` that is not an http(s) URL, `pubsub` without its
  * `serviceAccount` or `audience`, `pubsubDeadLetter` with `pubsub`'s
  * audience, or an `opsToken` equal to a signing secret; or if
@@ -1515,6 +1517,18 @@ export function createApp(deps: AppDeps): WebhookApp {
   if (opsToken !== undefined && opsToken.length < MIN_SECRET) {
     throw new TypeError(
       `Cannot create app as 'opsToken' is ${opsToken.length} characters long: use a random token of at least ${MIN_SECRET} (the service's OPS_TOKEN has the same rule)`,
+    );
+  }
+  // A header loses the spaces and line breaks at its ends and carries
+  // bytes: such a token (one read from a file with its line break) would
+  // match no call, and every ops call would be refused.
+  if (
+    opsToken !== undefined &&
+    !/^[\x21-\x7e](?:[\x20-\x7e]*[\x21-\x7e])?$/.test(opsToken)
+  ) {
+    // Never echoed, not even in part.
+    throw new TypeError(
+      "Cannot create app as 'opsToken' is not what an Authorization header carries: it starts or ends with a space or line break, or holds a character outside printable ASCII, so every ops call would be refused. Set it as clients send it (the service's OPS_TOKEN takes A-Z a-z 0-9 - . _ ~ + / and = at the end)",
     );
   }
   const reused = opsToken === undefined ? undefined : ([
