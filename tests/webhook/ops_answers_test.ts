@@ -15,7 +15,7 @@ const OPS = "ops-token-for-answer-tests";
 const ops = { authorization: `Bearer ${OPS}` };
 
 /** An app whose store holds pi_0001 (created) with a dead letter, and pi_0002 (settled). */
-async function opsApp() {
+async function opsApp(log: (line: string) => void = () => {}) {
   const store = new MemoryStore();
   await store.createIntent({ id: "pi_0001", state: "created" });
   await store.createIntent({ id: "pi_0002", state: "settled" });
@@ -27,6 +27,7 @@ async function opsApp() {
     opsToken: OPS,
     redriveTo: { publish: (_job: Job) => Promise.resolve() },
     enqueue: (_job: Job) => Promise.resolve(),
+    log,
   });
   const poisoned = await app.request("/v1/deliveries", {
     method: "POST",
@@ -130,8 +131,9 @@ Deno.test("createApp() answers a browser's preflight of an ops route with no COR
   }
 });
 
-Deno.test("createApp() takes the ops token in one Authorization header as Bearer alone: a second header, the query, Basic or a tab refuse the call", async () => {
-  const app = await opsApp();
+Deno.test("createApp() takes the ops token in one Authorization header as Bearer alone: a second header, the query, Basic or a tab refuse the call, and the log never holds it", async () => {
+  const lines: string[] = [];
+  const app = await opsApp((line) => void lines.push(line));
   const twice = new Headers();
   twice.append("authorization", `Bearer ${OPS}`);
   twice.append("authorization", `Bearer ${OPS}`);
@@ -153,5 +155,12 @@ Deno.test("createApp() takes the ops token in one Authorization header as Bearer
     );
     assert.equal(res.headers.get("www-authenticate"), 'Bearer realm="relayer"');
     await res.body?.cancel();
+  }
+  assert.ok(
+    lines.some((line) => / refused 401: /.test(line)),
+    lines.join("\n"),
+  );
+  for (const line of lines) {
+    assert.ok(!line.includes(OPS.slice(0, 12)), line);
   }
 });
