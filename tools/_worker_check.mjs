@@ -35,7 +35,10 @@
 // and its replay, the store's writes and refusals called directly, the
 // seed's three payments on real Queues and a give-up on the dead-letter
 // queue, and the end states read back by a new workerd.
-// It prints one line per step and exits 1 on the first wrong answer.
+// It prints one line per step and exits 1 on the first wrong answer. The
+// steps run four at once, each on a Miniflare of its own (they wait on
+// queues and timers far more than they compute); each step's lines come
+// out together, in the order the steps are listed at the end.
 //
 // Environment: WORKER_SCRIPT, OUTAGE_SCRIPT and PUBLISH_SCRIPT, or POSTGRES_SCRIPT and
 // DATABASE_URL (the bundles are in the working directory), COMPAT_DATE,
@@ -53,6 +56,7 @@ import {
   generateKeyPairSync,
   sign as signWith,
 } from "node:crypto";
+import { AsyncLocalStorage } from "node:async_hooks";
 import { readFileSync } from "node:fs";
 import { startFailure, workerdProblem } from "./_workerd_start.mjs";
 const CACHE = process.env.MINIFLARE_CACHE ??
@@ -110,6 +114,7 @@ if (cannotRun !== null) {
  * (`startFailure`), and exits 1.
  */
 function workerFailed(label, error, lines) {
+  printHeld();
   for (
     const line of startFailure(label, error, lines, process.env.COMPAT_DATE)
   ) {
@@ -142,8 +147,58 @@ const GOOGLE_JWK = {
 // Google's only in its signature.
 const forger = generateKeyPairSync("rsa", { modulusLength: 2048 });
 
+/**
+ * The steps run side by side (`inSteps`), each in its own Miniflare, and
+ * print in the order they are listed: the first unfinished step's lines go
+ * out as they come, a later step's are held until the steps before it end.
+ */
+const steps = [];
+/** The index of the step whose lines go out as they come. */
+let printing = 0;
+/** Which step the running code belongs to (none: print at once). */
+const currentStep = new AsyncLocalStorage();
+const print = console.log.bind(console);
+console.log = (...args) => {
+  const step = currentStep.getStore();
+  if (step === undefined || step.index === printing) print(...args);
+  else step.held.push(args);
+};
+
+/** Prints the held lines of every step, in order (before a failure's line). */
+function printHeld() {
+  for (const step of steps) {
+    for (const args of step.held.splice(0)) print(...args);
+  }
+}
+
+/**
+ * Runs each function of `list`, at most `width` at once, their output in
+ * the list's order; resolves when all have ended.
+ */
+async function inSteps(list, width) {
+  const queue = list.map((run) => {
+    const step = { index: steps.length, held: [], done: false, run };
+    steps.push(step);
+    return step;
+  });
+  const next = async () => {
+    for (let step = queue.shift(); step; step = queue.shift()) {
+      await currentStep.run(step, step.run);
+      step.done = true;
+      while (printing < steps.length) {
+        const first = steps[printing];
+        for (const args of first.held.splice(0)) print(...args);
+        if (!first.done) break;
+        printing += 1;
+      }
+    }
+  };
+  await Promise.all(Array.from({ length: width }, next));
+}
+
 /** Prints a failed step and exits 1. */
 function fail(message) {
+  printHeld();
   console.error(`worker-check: FAIL ${message}`);
   process.exit(1);
 }
@@ -366,7 +421,7 @@ const SEED_POLICY = {
 
 /**
  * The seed's policy as wrangler.toml's `[vars]` would hold it written
- * unquoted (`MAX_DELIVERIES = 3`, `SENDER_TIMEOUT = 10000`,
+ * unquoted (`MAX_DELIVERIES = 3`, `SENDER_TIMEOUT = 5000`,
  * `RELAYER_INSECURE_DEV = false`): a TOML number or boolean is a JSON
  * binding, which is what wrangler uploads for a `[vars]` value that is not
  * text and what Miniflare makes of a binding that is not a string, so the
@@ -379,9 +434,20 @@ const UNQUOTED_VARS = {
   MAX_DELIVERIES: 3,
   CLOUDFLARE_MAX_RETRIES: 2,
   CLOUDFLARE_DLQ_MAX_RETRIES: 100,
-  SENDER_TIMEOUT: 10000,
+  SENDER_TIMEOUT: 5000,
   RELAYER_INSECURE_DEV: false,
 };
+
+/**
+ * The lease the Workers of `check()` hold an intent for, shorter than the
+ * default 30 s so the wait a busy job shows (the redriven one, behind the
+ * give-up's lease) is short too: `LEASE` must be at least twice
+ * `SENDER_TIMEOUT`, which these runs set to 5 s (the signer answers at
+ * once). It must still outlast the give-up's line, the wait after it
+ * (`DELAY_MS` + 1.5 s) and the redrive's first delivery, or that delivery
+ * is not busy: the check fails then, naming it.
+ */
+const CHECK_LEASE = "15s";
 
 /**
  * A Miniflare running the bundled Worker with the compatibility flags
@@ -492,7 +558,10 @@ async function check(flags) {
       flags,
       lines,
       times,
-      flags.length ? {} : UNQUOTED_VARS,
+      {
+        ...(flags.length ? { SENDER_TIMEOUT: "5s" } : UNQUOTED_VARS),
+        LEASE: CHECK_LEASE,
+      },
     );
   } catch (error) {
     workerFailed(`examples/cloudflare/worker.ts, ${label}`, error, lines);
@@ -996,10 +1065,17 @@ async function check(flags) {
       }
       await new Promise((resolve) => setTimeout(resolve, 250));
     }
+    if (!/retry +\(intent pi_0004 is busy/.test(redelivered())) {
+      fail(
+        `the redriven job of pi_0004 was not busy (${redelivered().trim()}): the give-up's lease (LEASE ${CHECK_LEASE}) lapsed before the redrive was delivered, so what follows would not show a busy answer retried; lengthen CHECK_LEASE in tools/_worker_check.mjs\n${
+          lines.join("\n")
+        }`,
+      );
+    }
     console.log(
       `  [${label}] redrive, then the queue: ${redelivered().trim()}`,
     );
-    // The give-up above holds pi_0004's lease (for LEASE, 30 s), so the
+    // The give-up above holds pi_0004's lease (for LEASE, CHECK_LEASE), so the
     // redriven job is busy: a retry, never an ack. It comes back, busy,
     // until the queue gives up on it, and that give-up, busy too until the
     // lease lapses, is retried on the dead-letter queue until it can keep
@@ -2010,7 +2086,7 @@ async function refusedVars() {
     "WEBHOOK_SECRET = 1234567890123456789",
   );
   // A message retention the queue handler refuses (the seed's policy and
-  // LEASE: 2 retries of up to 30 s each): the example Worker builds the
+  // the default LEASE: 2 retries of up to 30 s each): the example Worker builds the
   // handler in global scope, so workerd refuses the Worker at its start,
   // before any request or batch, with the handler's own line.
   await refusesToStart(
@@ -2097,18 +2173,24 @@ try {
   if (process.env.POSTGRES_SCRIPT) {
     await postgresCheck();
   } else {
-    await refusedVars();
-    await serviceOnlyVars();
-    for (const flags of [[], ["nodejs_compat"]]) await check(flags);
-    // The check's date, and one before 2022-03-21, where a Worker has no
-    // navigator unless its flags ask for one.
-    await heldBodies(process.env.COMPAT_DATE);
-    await heldBodies("2022-01-01");
-    await outage();
-    await unsettledBatches();
-    await publishing();
+    // Each step has a Miniflare of its own and waits on queues and timers
+    // more than it computes: four at once, the longest first.
+    await inSteps([
+      () => check([]),
+      () => check(["nodejs_compat"]),
+      outage,
+      unsettledBatches,
+      refusedVars,
+      serviceOnlyVars,
+      // The check's date, and one before 2022-03-21, where a Worker has no
+      // navigator unless its flags ask for one.
+      () => heldBodies(process.env.COMPAT_DATE),
+      () => heldBodies("2022-01-01"),
+      publishing,
+    ], 4);
   }
 } catch (error) {
+  printHeld();
   console.error(
     `worker-check: FAIL unexpected error (${
       firstLine(error)
