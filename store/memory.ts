@@ -88,6 +88,8 @@ export class MemoryStore implements Store {
   #sweepClaims = new Sweep(this.#claims);
   #leases = new Map<string, LeaseRecord>();
   #deadLetters = new Map<string, StoredDeadLetter>();
+  /** The letters newest first, sorted once for every page until a letter is kept or taken. */
+  #letterOrder: readonly StoredDeadLetter[] | null = null;
   #deadLetterVersions = 0;
 
   #read(id: string): Intent | null {
@@ -214,6 +216,7 @@ export class MemoryStore implements Store {
     if (resetCount !== undefined) this.#counts.delete(resetCount);
     // Frozen, its queue ids too: it is handed out as it is by the reads.
     const { queue } = deadLetter;
+    this.#letterOrder = null;
     this.#deadLetters.set(
       deadLetter.jobId,
       Object.freeze({
@@ -543,13 +546,12 @@ export class MemoryStore implements Store {
     return attempt(() => {
       const limit = pageLimit(options.limit);
       const after = options.cursor ? readCursor(options.cursor) : null;
-      const sorted = [...this.#deadLetters.values()].sort(newestFirst);
-      const start = after
-        ? sorted.findIndex((d) => newestFirst(d, after) > 0)
-        : 0;
-      const items = start < 0 ? [] : sorted.slice(start, start + limit);
+      const sorted = this.#letterOrder ??= [...this.#deadLetters.values()]
+        .sort(newestFirst);
+      const start = after ? firstAfter(sorted, after) : 0;
+      const items = sorted.slice(start, start + limit);
       const last = items.at(-1);
-      const more = start >= 0 && start + limit < sorted.length;
+      const more = start + limit < sorted.length;
       return {
         items,
         cursor: more && last ? cursorAfter(last) : null,
@@ -588,6 +590,7 @@ export class MemoryStore implements Store {
         );
       }
       this.#deadLetters.delete(jobId);
+      this.#letterOrder = null;
       if (options.keepCount !== true) this.#counts.delete(jobId);
       const { version: _, ...deadLetter } = stored;
       return deadLetter;
@@ -600,6 +603,21 @@ function newestFirst(
   b: Pick<DeadLetter, "poisonedAt" | "jobId">,
 ): number {
   return b.poisonedAt - a.poisonedAt || byCodePoint(a.jobId, b.jobId);
+}
+
+/** The index of the first letter of `sorted` after `after` (its length if none). */
+function firstAfter(
+  sorted: readonly StoredDeadLetter[],
+  after: Pick<DeadLetter, "poisonedAt" | "jobId">,
+): number {
+  let low = 0;
+  let high = sorted.length;
+  while (low < high) {
+    const mid = (low + high) >>> 1;
+    if (newestFirst(sorted[mid]!, after) > 0) high = mid;
+    else low = mid + 1;
+  }
+  return low;
 }
 
 function attempt<T>(write: () => T): Promise<T> {

@@ -70,6 +70,16 @@ Deno.test("MemoryStore pages the letters of one millisecond in code point order,
       assert.equal(all.length, jobIds.length);
       assert.deepEqual(all, [...all].sort(byCodePoints));
       assert.deepEqual(await pages(store, 1), all);
+      // A letter taken, then another kept: the next pages show each.
+      const taken = await store.getDeadLetter(jobIds[0]!);
+      await store.redrive(taken!.jobId, taken!.version);
+      const rest = jobIds.slice(1).sort(byCodePoints);
+      assert.deepEqual(await pages(store, 2), rest);
+      await store.putDeadLetter(deadLetter("\u{1f600}new", 5_000));
+      assert.deepEqual(
+        await pages(store, 2),
+        [...new Set([...rest, "\u{1f600}new"])].sort(byCodePoints),
+      );
     }),
     { numRuns: runs(200) },
   );
