@@ -943,7 +943,7 @@ export class PostgresStore implements Store {
         }),
       ]);
     } finally {
-      clearTimeout(timer);
+      if (timer !== undefined) clearTimeout(timer);
     }
   }
 
