@@ -46,7 +46,6 @@ import { parseDuration } from "../policy/parse_duration.ts";
 import { DEFAULT_POLICY, definePolicy, type Policy } from "../policy/policy.ts";
 import { formatDuration } from "../policy/format_duration.ts";
 import { rescueWindow } from "../policy/rescue_window.ts";
-import { backoff } from "../policy/backoff.ts";
 import type { Jitter } from "../policy/jitter.ts";
 import { checkQueue } from "../policy/check_queue.ts";
 import { deliveriesText } from "../policy/_count.ts";
@@ -1040,13 +1039,17 @@ function asText(
 /**
  * The settings whose raise lengthens the policy's rescue window:
  * MAX_DELIVERIES always; BASE while a delay is below CAP (BASE ≤ CAP);
- * CAP only once the delays reach it (below it, a higher CAP changes none).
+ * CAP only where it cuts a delay, the last one's doubling passing it (one
+ * that meets CAP exactly, or BASE itself as the only delay, was never cut:
+ * a higher CAP changes none).
  */
 function windowRaisers(policy: Policy): string {
   const gaps = policy.maxDeliveries - 1;
   const names = ["MAX_DELIVERIES"];
   if (policy.baseMs < policy.capMs) names.push("BASE");
-  if (gaps >= 1 && backoff(gaps, policy) >= policy.capMs) names.push("CAP");
+  if (gaps >= 2 && policy.baseMs * 2 ** (gaps - 1) > policy.capMs) {
+    names.push("CAP");
+  }
   return names.length === 3
     ? "MAX_DELIVERIES, BASE or CAP"
     : names.join(" or ");

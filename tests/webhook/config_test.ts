@@ -337,6 +337,19 @@ Deno.test("loadConfig() refuses a policy whose rescue window is shorter than STU
     "STUCK_AFTER",
     /rescue window is 2m0s .* Raise MAX_DELIVERIES or CAP, or lower/,
   );
+  // A last delay that meets CAP exactly (5 s, 10 s, 20 s under a CAP of
+  // 20 s) was never cut by it: a higher CAP changes none of them.
+  refused(
+    { ...base, JITTER: "none", MAX_DELIVERIES: "4", CAP: "20s" },
+    "STUCK_AFTER",
+    /rescue window is 35s .* Raise MAX_DELIVERIES or BASE, or lower/,
+  );
+  // One delay, BASE itself, whatever CAP is; BASE cannot pass CAP.
+  refused(
+    { ...base, JITTER: "none", MAX_DELIVERIES: "2", BASE: "1m", CAP: "1m" },
+    "STUCK_AFTER",
+    /rescue window is 1m0s .* Raise MAX_DELIVERIES, or lower/,
+  );
   assert.doesNotThrow(() =>
     loadConfig({ ...base, MAX_DELIVERIES: "5", STUCK_AFTER: "30s" })
   );
