@@ -775,8 +775,11 @@ async function migrateAtStart(
   for (let tries = 1;; tries++) {
     try {
       // The start's own bound (`databaseWaitMs`) ends the wait first, in
-      // its words: the store's is set past it.
-      return await store.migrate({ waitMs: waitMs + 1_000 });
+      // its words: the store's is set past it, a whole number no longer
+      // than a timer takes (as migrate() asks).
+      return await store.migrate({
+        waitMs: Math.min(Math.ceil(waitMs) + 1_000, 2_147_483_647),
+      });
     } catch (error) {
       if (!lostAtStart(error) || gaveUp()) throw error;
       const message = hide((error as Error)?.message ?? String(error));

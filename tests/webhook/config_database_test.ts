@@ -870,3 +870,24 @@ Deno.test({
     }
   },
 });
+
+Deno.test({
+  name:
+    "openService() starts with any databaseWaitMs a timer takes (up to 2147483647 ms, or a fraction), its migration bounded past it",
+  ignore: !postgresAvailable,
+  async fn() {
+    const database = await freshDatabase();
+    try {
+      const config = loadConfig({ ...base, DATABASE_URL: database.url });
+      for (const databaseWaitMs of [2_147_483_647, 2_147_483_000, 20_000.5]) {
+        const service = await openService(config, {
+          log: () => {},
+          databaseWaitMs,
+        });
+        await service.close();
+      }
+    } finally {
+      await database.drop();
+    }
+  },
+});
