@@ -1038,7 +1038,8 @@ function asText(
 
 /**
  * The settings whose raise lengthens the policy's rescue window:
- * MAX_DELIVERIES always; BASE while a delay is below CAP (BASE ≤ CAP);
+ * MAX_DELIVERIES always; BASE while there is a delay and it is below CAP
+ * (BASE ≤ CAP; one delivery has no delay);
  * CAP only where it cuts a delay, the last one's doubling passing it (one
  * that meets CAP exactly, or BASE itself as the only delay, was never cut:
  * a higher CAP changes none).
@@ -1046,7 +1047,7 @@ function asText(
 function windowRaisers(policy: Policy): string {
   const gaps = policy.maxDeliveries - 1;
   const names = ["MAX_DELIVERIES"];
-  if (policy.baseMs < policy.capMs) names.push("BASE");
+  if (gaps >= 1 && policy.baseMs < policy.capMs) names.push("BASE");
   if (gaps >= 2 && policy.baseMs * 2 ** (gaps - 1) > policy.capMs) {
     names.push("CAP");
   }

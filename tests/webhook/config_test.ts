@@ -344,6 +344,12 @@ Deno.test("loadConfig() refuses a policy whose rescue window is shorter than STU
     "STUCK_AFTER",
     /rescue window is 35s .* Raise MAX_DELIVERIES or BASE, or lower/,
   );
+  // One delivery: no delay at all, so neither BASE nor CAP lengthens it.
+  refused(
+    { ...base, JITTER: "none", MAX_DELIVERIES: "1" },
+    "STUCK_AFTER",
+    /rescue window is 0s .* Raise MAX_DELIVERIES, or lower/,
+  );
   // One delay, BASE itself, whatever CAP is; BASE cannot pass CAP.
   refused(
     { ...base, JITTER: "none", MAX_DELIVERIES: "2", BASE: "1m", CAP: "1m" },
