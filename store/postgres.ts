@@ -349,6 +349,11 @@ export interface MigrateOptions {
 /** How long `migrate()` waits for its answers by default, in milliseconds (as the service's start). */
 const MIGRATE_WAIT_MS = 20_000;
 
+/** The options `migrate()` reads; any other is a typo. */
+const MIGRATE_OPTIONS: readonly string[] = Object.keys(
+  { waitMs: true } satisfies Record<keyof MigrateOptions, true>,
+);
+
 /** The options `PostgresStore` reads; any other is a typo. */
 const POSTGRES_STORE_OPTIONS: readonly string[] = Object.keys(
   { schema: true, connectionWaitMs: true } satisfies Record<
@@ -857,7 +862,8 @@ export class PostgresStore implements Store {
    *
    * @param options `waitMs`: how long it waits for its answers, in
    * milliseconds (a whole number from 1 to 2147483647; 20000 by default).
-   * @throws {TypeError} If `waitMs` is not such a number; nothing is sent.
+   * @throws {TypeError} If `waitMs` is not such a number, or `options` is
+   * no object or names another option; nothing is sent.
    * @throws {Error} If nothing answered within `waitMs`.
    * @throws {Error} If the role's or database's `statement_timeout`
    * cancelled the check of the schema: raise it.
@@ -898,6 +904,10 @@ export class PostgresStore implements Store {
    */
   async migrate(options: MigrateOptions = {}): Promise<void> {
     this.#open("migrate");
+    // A misspelt `waitMs` would wait the default in silence.
+    assertOptionNames("migrate", options, MIGRATE_OPTIONS, {
+      example: `{ waitMs: ${MIGRATE_WAIT_MS} }`,
+    });
     const waitMs = options.waitMs ?? MIGRATE_WAIT_MS;
     if (!Number.isSafeInteger(waitMs) || waitMs < 1 || waitMs > 2_147_483_647) {
       throw new TypeError(

@@ -100,3 +100,42 @@ Deno.test("PostgresStore.migrate() refuses a waitMs that is not a whole number o
     await sql.end();
   }
 });
+
+Deno.test("PostgresStore.migrate() refuses options that are no object, or name one it does not read (a misspelt waitMs would wait its default in silence), sending nothing", async () => {
+  // Never connects: the refusal comes first.
+  const sql = (await import("postgres")).default(
+    "postgres://relayer:relayer@127.0.0.1:1/relayer",
+    { max: 1, connect_timeout: 1 },
+  );
+  const store = new PostgresStore(sql);
+  try {
+    for (
+      const [options, message] of [
+        [
+          { waitMS: 60_000 },
+          `Cannot migrate as "waitMS" is not one of its options (waitMs): check its spelling`,
+        ],
+        [
+          null,
+          "Cannot migrate as its options must be an object such as { waitMs: 20000 }: current value is null",
+        ],
+        [
+          60_000,
+          "Cannot migrate as its options must be an object such as { waitMs: 20000 }: current value is number",
+        ],
+      ] as const
+    ) {
+      await assert.rejects(
+        store.migrate(options as never),
+        (error: Error) => {
+          assert.ok(error instanceof TypeError, String(error));
+          assert.equal(error.message, message);
+          return true;
+        },
+      );
+    }
+  } finally {
+    store.close();
+    await sql.end();
+  }
+});
