@@ -401,9 +401,7 @@ const MAX_RETRY_AFTER_S = 86_400;
 
 /** The ops routes' paths, as `app.use` matches them. */
 const OPS_PATHS = [
-  "/v1/intents",
-  "/v1/intents/*",
-  "/v1/dead-letters",
+  "/v1/intents/*", // and /v1/intents itself: Hono's "/*" matches it too
   "/v1/dead-letters/*",
   "/v1/jobs",
 ] as const;
