@@ -435,11 +435,11 @@ function rateLimited(
     ? "QStash's per-second burst limit"
     : "QStash's rate limit";
   const now = Date.now();
-  const waitMs = retryAfterMs(headers.get("retry-after"), now) ??
-    resetInMs(
-      headers.get(daily ? "ratelimit-reset" : "burst-ratelimit-reset"),
-      now,
-    );
+  const asked = retryAfterMs(headers.get("retry-after"), now);
+  const waitMs = asked ?? resetInMs(
+    headers.get(daily ? "ratelimit-reset" : "burst-ratelimit-reset"),
+    now,
+  );
   const said = text.trim() === ""
     ? ""
     : ` (QStash said: ${loggable(text, token)})`;
@@ -452,9 +452,16 @@ function rateLimited(
   }
   if (!(waitMs <= MAX_WAIT_MS)) {
     // Hundreds of digits (Infinity), a date or a reset years ahead: no
-    // QStash limit lasts so long, so no wait to pass on.
+    // QStash limit lasts so long, so no wait to pass on. A count of
+    // seconds is QStash's own; a time is read by this server's clock,
+    // which may be behind.
+    const seconds = asked !== undefined &&
+      /^[\d.]+$/.test(headers.get("retry-after")!.trim());
+    const clock = seconds
+      ? ""
+      : " (a time so far ahead may say this server's clock is behind)";
     return new Error(
-      `${head}, asking to wait over a day, longer than any QStash limit lasts (a reset time so far ahead says this server's clock is behind); try again later${said}`,
+      `${head}, asking to wait over a day, longer than any QStash limit lasts${clock}; try again later${said}`,
     );
   }
   const error = new Error(
