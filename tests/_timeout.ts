@@ -57,3 +57,25 @@ export function timeout(
 ): (t: Deno.TestContext) => Promise<void> {
   return (t) => withTimeout((signal) => fn(t, signal), ms);
 }
+
+/**
+ * `promise`, or a failure saying `what` did not answer within `ms` (the
+ * promise itself left to settle): a call the test expects an answer from,
+ * bounded apart from the whole test's {@linkcode timeout}.
+ */
+export async function inTime<T>(promise: Promise<T>, ms: number, what: string) {
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  try {
+    return await Promise.race([
+      promise,
+      new Promise<never>((_, reject) => {
+        timer = setTimeout(
+          () => reject(new Error(`${what}: no answer within ${ms}ms`)),
+          ms,
+        );
+      }),
+    ]);
+  } finally {
+    clearTimeout(timer);
+  }
+}

@@ -10,27 +10,9 @@
 import assert from "node:assert/strict";
 import { PostgresStore } from "../../store/postgres.ts";
 import { connect, freshSchema, postgresAvailable } from "../_postgres.ts";
-import { timeout } from "../_timeout.ts";
+import { inTime, timeout } from "../_timeout.ts";
 
 const ignore = !postgresAvailable;
-
-/** `promise`, or a failure saying `what` did not answer within `ms`. */
-async function inTime<T>(promise: Promise<T>, ms: number, what: string) {
-  let timer: ReturnType<typeof setTimeout> | undefined;
-  try {
-    return await Promise.race([
-      promise,
-      new Promise<never>((_, reject) => {
-        timer = setTimeout(
-          () => reject(new Error(`${what}: no answer within ${ms}ms`)),
-          ms,
-        );
-      }),
-    ]);
-  } finally {
-    clearTimeout(timer);
-  }
-}
 
 Deno.test({
   name:

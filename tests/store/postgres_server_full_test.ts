@@ -22,27 +22,9 @@ import {
 } from "../../support/postgres_server.ts";
 import { ConfigError, loadConfig } from "../../webhook/config.ts";
 import { postgresAvailable } from "../_postgres.ts";
-import { timeout } from "../_timeout.ts";
+import { inTime, timeout } from "../_timeout.ts";
 
 const ignore = !postgresAvailable;
-
-/** `promise`, or a failure saying `what` did not answer within `ms`. */
-async function inTime<T>(promise: Promise<T>, ms: number, what: string) {
-  let timer: ReturnType<typeof setTimeout> | undefined;
-  try {
-    return await Promise.race([
-      promise,
-      new Promise<never>((_, reject) => {
-        timer = setTimeout(
-          () => reject(new Error(`${what}: no answer within ${ms}ms`)),
-          ms,
-        );
-      }),
-    ]);
-  } finally {
-    clearTimeout(timer);
-  }
-}
 
 /**
  * A server of 8 connection slots (5 for roles that are not superusers),

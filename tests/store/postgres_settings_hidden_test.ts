@@ -20,7 +20,7 @@ import { moveKvToPostgres } from "../../store/kv_to_postgres.ts";
 import { PostgresStore } from "../../store/postgres.ts";
 import { timeoutAtLeast } from "../../store/_postgres_schema.ts";
 import { freshDatabase, postgresAvailable } from "../_postgres.ts";
-import { timeout } from "../_timeout.ts";
+import { inTime, timeout } from "../_timeout.ts";
 
 const ignore = !postgresAvailable;
 
@@ -133,24 +133,6 @@ Deno.test({
       }),
   ),
 });
-
-/** `promise`, or a failure saying `what` did not answer within `ms`. */
-async function inTime<T>(promise: Promise<T>, ms: number, what: string) {
-  let timer: ReturnType<typeof setTimeout> | undefined;
-  try {
-    return await Promise.race([
-      promise,
-      new Promise<never>((_, reject) => {
-        timer = setTimeout(
-          () => reject(new Error(`${what}: no answer within ${ms}ms`)),
-          ms,
-        );
-      }),
-    ]);
-  } finally {
-    clearTimeout(timer);
-  }
-}
 
 Deno.test({
   name:
