@@ -132,3 +132,24 @@ for (const backend of BACKENDS) {
     }
   });
 }
+
+for (const backend of BACKENDS) {
+  Deno.test(`${backend.name} reads nothing under an id or owner with U+0000, as no write keeps one, rather than failing the read`, async () => {
+    const { store, close } = await backend.open();
+    try {
+      await store.createIntent({
+        id: "pi_1",
+        state: "authorized",
+        hold: "pending",
+      });
+      assert.equal(await store.getIntent(`pi_1${N}`), null);
+      assert.equal(await store.getDeadLetter(`pi_1${N}/settle`), null);
+      assert.equal(await store.deliveries(`pi_1${N}/settle`), 0);
+      await store.releaseLease!(`pi_1${N}`, "owner");
+      await store.releaseLease!("pi_1", `owner${N}`);
+      assert.equal((await store.getIntent("pi_1"))?.state, "authorized");
+    } finally {
+      await close();
+    }
+  });
+}
