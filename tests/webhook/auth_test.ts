@@ -497,6 +497,9 @@ Deno.test("hmacVerifier() says a t of 13 to 15 digits with a well-formed v1 is i
       // Microseconds, or a v1 that is no signature: malformed.
       [`t=${t * 1_000_000},v1=${v1}`, /missing or malformed/],
       [`t=${t * 1000},v1=zz`, /missing or malformed/],
+      // A v1 one hex digit too long, or text after it, is no signature either.
+      [`t=${t * 1000},v1=${v1}0`, /missing or malformed/],
+      [`t=${t * 1000},v1=${v1},v0=${v1}`, /missing or malformed/],
     ] as const
   ) {
     const answer = verify(body, header);
