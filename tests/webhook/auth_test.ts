@@ -556,3 +556,41 @@ Deno.test("pubsubVerifier() hints at the clock only for a token otherwise this r
   assert.match(await hint({ ...elsewhere, ...other }), /PUBSUB_AUDIENCE/);
   assert.match(await hint(expired), /clock/);
 });
+
+Deno.test("pubsubVerifier() gives no hint for a token none of Google's keys signed, nor for a header that is no token: a forger's audience or account is not the route's to set", async () => {
+  const google = await fakeGoogle();
+  const forger = await fakeGoogle();
+  const verify = pubsubVerifier({
+    audience: PUBSUB.audience,
+    jwks: google.jwks,
+    serviceAccount: PUBSUB.serviceAccount,
+  });
+  const nowS = Math.floor(Date.now() / 1000);
+  const headers = {
+    "another key, this route's claims": `Bearer ${await forger.token()}`,
+    "another key, another audience": `Bearer ${await forger.token({
+      aud: "https://elsewhere.example.test/",
+    })}`,
+    "another key, another account": `Bearer ${await forger.token({
+      email: "someone@elsewhere.iam.gserviceaccount.com",
+    })}`,
+    "another key, expired": `Bearer ${await forger.token({
+      iat: nowS - 7200,
+      exp: nowS - 3600,
+    })}`,
+    "Google's key, another issuer": `Bearer ${await google.token({
+      iss: "https://issuer.example.test",
+      aud: "https://elsewhere.example.test/",
+    })}`,
+    "no token": "Bearer not-a-token",
+    "another scheme": `Basic ${btoa("user:password")}`,
+  };
+  for (const [name, header] of Object.entries(headers)) {
+    assert.deepEqual(await verify(header), { ok: false }, name);
+  }
+  assert.deepEqual(await verify(undefined), { ok: false });
+  // The route's own token is taken: the forger's were refused for their key.
+  assert.deepEqual(await verify(`Bearer ${await google.token()}`), {
+    ok: true,
+  });
+});
