@@ -405,6 +405,18 @@ Deno.test("loadConfig() refuses a DATABASE_URL whose database name holds a raw '
     }).database?.description,
     "PostgreSQL db.internal/pay@ments, no TLS",
   );
+  // A URL that names no database, or names it "/", gives no name: the
+  // client then takes its default (the user's name), not an empty one.
+  for (
+    const url of [
+      "postgres://relayer:s3cret-pw@db.internal/",
+      "postgres://relayer:s3cret-pw@db.internal:5432",
+    ]
+  ) {
+    const database = loadConfig({ ...base, DATABASE_URL: url }).database;
+    assert.ok(database !== undefined, url);
+    assert.equal("name" in database, false, url);
+  }
 });
 
 Deno.test("loadConfig() refuses KV_QUEUE, KV_PATH or KV_URL together with DATABASE_URL", () => {
