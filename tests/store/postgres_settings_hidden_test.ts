@@ -186,3 +186,32 @@ Deno.test({
     );
   }),
 });
+
+Deno.test({
+  name:
+    "PostgresStore.migrate()'s pooler check, for a role denied SELECT on pg_stat_activity, counts the sessions a limit counts: other roles' sessions leave room for its second connection",
+  ignore,
+  fn: timeout(30_000, async () => {
+    // The role may hold two connections, the database three: the test's
+    // own session and the server's background processes are no role's
+    // session of the store's, and the latter no database's. Counted with
+    // them, the check saw no room and was skipped, on any busy server.
+    for (
+      const options of [{ limit: 2 }, { databaseLimit: 3 }] as const
+    ) {
+      await asHardenedRole(
+        "pg_stat_activity",
+        options,
+        async ({ admin, sql }) => {
+          await admin`SELECT 1`;
+          await migratesAndWrites(sql);
+          // The check sought its second connection: two sessions of the role.
+          const [row] = await admin`
+          SELECT count(*)::int AS n FROM pg_catalog.pg_stat_activity
+          WHERE datname = current_database() AND usename <> current_user`;
+          assert.equal(row?.n, 2, JSON.stringify(options));
+        },
+      );
+    }
+  }),
+});
