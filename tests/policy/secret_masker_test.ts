@@ -138,3 +138,19 @@ Deno.test("secretMasker() takes a character of the secret that a pattern reads a
   }
   assert.equal(mask("x ab.cd*ef$g y"), "x <S> y");
 });
+
+Deno.test("secretMasker() masks a 6-character secret's base64 where it starts on a 3-byte boundary, and leaves base64 shorter than 8 characters, which common text holds by chance", () => {
+  // HttpSender masks header values of 6 characters or more: the shortest
+  // one's base64 is 8 characters, where it starts after a multiple of 3
+  // bytes (a dump of the header's value alone, or of `X-Key: ` before it).
+  const mask = secretMasker([["k3y-42", "<S>"]]);
+  for (const before of ["", "abc", "X-Key:"]) {
+    const b64 = btoa(`${before}k3y-42`);
+    assert.equal(mask(b64), `${btoa(before)}<S>`, before);
+  }
+  // A 4-character secret's base64 is 5 characters wherever it starts: as
+  // likely in unrelated base64 (a body, a hash) as the secret's echo.
+  const short = secretMasker([["pass", "<S>"]]);
+  const b64 = btoa("pass");
+  assert.equal(short(`a ${b64} b`), `a ${b64} b`);
+});
