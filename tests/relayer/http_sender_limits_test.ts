@@ -371,3 +371,27 @@ Deno.test("HttpSender() masks a header's value in lower-case %-escapes and in JS
     );
   }
 });
+
+Deno.test("HttpSender() masks the URL's path decoded as a signer echoes it, and a header's value or cookie of 6 characters", async () => {
+  const sender = new HttpSender({
+    url: "https://signer.example/hooks/cl%C3%A9-0123456789",
+    headers: { "x-pin": "493027", cookie: "theme=dark; sid=k9Qz2x" },
+    fetch: () =>
+      Promise.resolve(
+        Response.json({
+          error:
+            "no route /hooks/clé-0123456789 for pin 493027 and session k9Qz2x",
+        }, { status: 404 }),
+      ),
+  });
+  await assert.rejects(
+    sender.send({ id: "pi_0001" } as Intent, { replace: false }),
+    (error: Error) => {
+      assert.equal(
+        error.message,
+        "signer answered 404: no route /… for pin <x-pin header> and session <cookie header>",
+      );
+      return true;
+    },
+  );
+});
