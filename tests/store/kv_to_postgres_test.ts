@@ -696,6 +696,16 @@ Deno.test({
           /\["relayer","dead","pi_2\/settle"\] holds U\+0000 in its queue dlq id, which PostgreSQL text cannot keep/,
       });
       assert.deepEqual(await rowCounts(pg.sql, pg.schema), NO_ROWS);
+      await patched(file.kv, ["relayer", "dead", "pi_2/settle"], (value) => ({
+        ...value,
+        queue: { queue: "q\u0000stash", messageId: "msg_1" },
+      }));
+      await assert.rejects(move(), {
+        name: "TypeError",
+        message:
+          /\["relayer","dead","pi_2\/settle"\] holds U\+0000 in its queue, which PostgreSQL text cannot keep/,
+      });
+      assert.deepEqual(await rowCounts(pg.sql, pg.schema), NO_ROWS);
     }),
 });
 
