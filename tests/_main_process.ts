@@ -64,6 +64,8 @@ export interface StartOptions {
   readonly writeDir: string;
   /** Arguments added after `serve`. */
   readonly flags?: readonly string[];
+  /** Called with each line the child writes to stdout, as it comes. */
+  readonly onLine?: (line: string) => void;
   /** Shipped arguments left out. */
   readonly drop?: readonly string[];
   /**
@@ -101,6 +103,7 @@ export function startMain(
   const listening = new Promise<string | null>((resolve) => (said = resolve));
   const output = Promise.all([
     readLines(child.stdout, (line) => {
+      options.onLine?.(line);
       const base = listeningOn(line);
       if (base !== null) said(base);
     }).finally(() => said(null)),
