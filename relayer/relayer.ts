@@ -328,7 +328,11 @@ export interface Relayer {
   /**
    * Takes a job out of the dead letters with a fresh delivery count, so it
    * can be delivered again. Removes exactly the dead letter it read: of two
-   * concurrent redrives one wins, the other gets a `ConflictError`.
+   * concurrent redrives one wins, the other gets a `ConflictError`. In one
+   * relayer the other is refused before it reads or publishes, while the
+   * first runs; across relayers over one store it is refused at the
+   * removal (its publish done), or, if its read came after the winner's
+   * removal, finds no letter (`null`): no store records what removed one.
    * `publish` runs before the removal (a failed publish loses nothing; a
    * duplicate carries the same deduplication id); `message` is enqueued on
    * the store's own queue in the removal's commit. The queue ids the letter
@@ -338,7 +342,8 @@ export interface Relayer {
    *
    * @returns The job, or `null` if there is no such dead letter.
    * @throws {ConflictError} If the intent is settled, failed, in review or
-   * gone (no job can help it), or another redrive won.
+   * gone (no job can help it), or another redrive won, or another redrive
+   * of `jobId` runs in this relayer.
    * @throws {TypeError} If `options` has a field it does not read.
    */
   redrive(jobId: string, options?: RedriveOptions): Promise<Job | null>;
@@ -1212,6 +1217,15 @@ export function createRelayer(options: RelayerOptions): Relayer {
   // for no send in the resolve route, as that send's own process knows it
   // ended; any other write-ahead may be a send still running elsewhere.
   const endedWriteAheads = new Set<string>();
+
+  // The job ids whose redrive runs in this relayer, each taken out when
+  // its redrive ends, whatever the outcome. A redrive of one of them is
+  // the loser of two at once (an operator's double click, a retried
+  // request), answered as such before it reads: its read may come after
+  // the winner removed the letter, when it would find none. Across
+  // instances no store records what removed a letter; that loser finds
+  // none.
+  const redriving = new Set<string>();
 
   /** Keeps that the send of `intentId` written ahead at `broadcasting` ended. */
   function keepEnded(intentId: string, broadcasting: number | null): void {
@@ -2795,6 +2809,24 @@ export function createRelayer(options: RelayerOptions): Relayer {
     assertOptionNames("redrive", options, REDRIVE_OPTIONS, {
       example: "{ publish }",
     });
+    if (redriving.has(jobId)) {
+      throw new ConflictError(
+        `Cannot redrive ${jobId} as another redrive of it is under way on this instance: that one removes the letter and queues the job, or fails and keeps the letter. This one read and queued nothing; do not queue the job again. Once that one has answered, a redrive of a letter still listed (GET /v1/dead-letters) goes ahead`,
+      );
+    }
+    redriving.add(jobId);
+    try {
+      return await redriveOnce(jobId, options);
+    } finally {
+      redriving.delete(jobId);
+    }
+  }
+
+  /** {@linkcode redrive} once no other redrive of `jobId` runs here. */
+  async function redriveOnce(
+    jobId: string,
+    options: RedriveOptions,
+  ): Promise<Job | null> {
     const deadLetter = await store.getDeadLetter(jobId);
     if (deadLetter === null) return null;
     const intent = await readIntent(store, deadLetter.intentId);

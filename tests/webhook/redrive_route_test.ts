@@ -1,36 +1,62 @@
 import assert from "node:assert/strict";
 import { createApp } from "../../webhook/app.ts";
-import { type Job, MemoryStore, ScriptedSender } from "../../mod.ts";
+import {
+  type Job,
+  MemoryStore,
+  ScriptedSender,
+  type Store,
+} from "../../mod.ts";
 import { deadLetter } from "../store/_contract.ts";
 import { heldBySession } from "../../store/_held_lock.ts";
+import { BACKENDS } from "../_stores.ts";
 
 const OPS = "ops-token-for-redrive-tests";
 const ops = { authorization: `Bearer ${OPS}` };
 
-/** An app whose store holds a dead letter for `pi_0001/settle` (intent still created). */
-async function withDeadLetter(
+/**
+ * An app (an instance of the service) on `store`, redriving to `publish`
+ * unless `queue` is false.
+ */
+function appOn(
+  store: Store,
   options: {
     queue?: boolean;
-    publish?: (job: Job) => Promise<void>;
+    publish: (job: Job) => Promise<void>;
     log?: (line: string) => void;
-  } = {},
+  },
 ) {
-  const store = new MemoryStore();
-  await store.createIntent({ id: "pi_0001", state: "created" });
-  const enqueued: Job[] = [];
-  const app = createApp({
+  return createApp({
     store,
     sender: new ScriptedSender({}),
     policy: { maxDeliveries: 1 },
     insecureDev: true, // an unsigned delivery makes the dead letter
     opsToken: OPS,
     ...(options.queue === false ? {} : {
-      redriveTo: {
-        publish: options.publish ??
-          ((job: Job) => Promise.resolve(void enqueued.push(job))),
-      },
+      redriveTo: { publish: options.publish },
     }),
     ...(options.log ? { log: options.log } : {}),
+  });
+}
+
+/**
+ * An app whose store (`store`, else a new MemoryStore) holds a dead letter
+ * for `pi_0001/settle` (intent still created).
+ */
+async function withDeadLetter(
+  options: {
+    queue?: boolean;
+    publish?: (job: Job) => Promise<void>;
+    log?: (line: string) => void;
+    store?: Store;
+  } = {},
+) {
+  const store = options.store ?? new MemoryStore();
+  await store.createIntent({ id: "pi_0001", state: "created" });
+  const enqueued: Job[] = [];
+  const app = appOn(store, {
+    ...options,
+    publish: options.publish ??
+      ((job: Job) => Promise.resolve(void enqueued.push(job))),
   });
   const poisoned = await app.request("/v1/deliveries", {
     method: "POST",
@@ -472,73 +498,101 @@ Deno.test("createApp() answers a malformed, repeated or unknown query parameter 
   assert.equal(removed.status, 200);
 });
 
-// Two redrives of one letter at once: both publish (the queue's
-// deduplication id drops the second on QStash; a Pub/Sub topic or a
-// Worker's queue keeps it), one removes the letter. The loser answered
-// 409 as if it had queued nothing, "re-read it", and an operator who then
-// queued the job again by hand put a third on the queue.
-Deno.test("createApp() answers the loser of two concurrent redrives 409, saying its job was published all the same", async () => {
-  const published: Job[] = [];
-  const { app, store } = await withDeadLetter({
-    publish: async (job) => {
-      await new Promise((resolve) => setTimeout(resolve, 5));
-      published.push(job);
-    },
+// Two redrives of one letter at once on two instances over one store:
+// both publish (the queue's deduplication id drops the second on QStash; a
+// Pub/Sub topic or a Worker's queue keeps it), one removes the letter. The
+// loser answered 409 as if it had queued nothing, "re-read it", and an
+// operator who then queued the job again by hand put a third on the queue.
+for (const backend of BACKENDS) {
+  Deno.test(`createApp() answers the loser of two concurrent redrives on two instances 409, saying its job was published all the same [${backend.name}]`, async () => {
+    const { store: opened, close } = await backend.open();
+    try {
+      const published: Job[] = [];
+      let started = 0;
+      let bothStarted!: () => void;
+      const both = new Promise<void>((resolve) => (bothStarted = resolve));
+      // Each publish waits for the other's: both read the letter first.
+      const publish = async (job: Job) => {
+        if (++started === 2) bothStarted();
+        await both;
+        published.push(job);
+      };
+      const { app, store } = await withDeadLetter({ store: opened, publish });
+      const other = appOn(store, { publish });
+      const [a, b] = await Promise.all(
+        [app, other].map((instance) =>
+          instance.request("/v1/dead-letters/pi_0001/settle/redrive", {
+            method: "POST",
+            headers: ops,
+          })
+        ),
+      );
+      assert.deepEqual([a!.status, b!.status].sort(), [202, 409]);
+      assert.equal(published.length, 2);
+      const lost = await (a!.status === 409 ? a! : b!).json();
+      assert.match(lost.type, /cannot-redrive$/);
+      assert.match(lost.detail, /published all the same/);
+      assert.match(lost.detail, /pi_0001\/settle:/); // its deduplication id
+      await (a!.status === 409 ? b! : a!).body?.cancel();
+      assert.equal(await store.getDeadLetter("pi_0001/settle"), null);
+    } finally {
+      await close();
+    }
   });
-  const redrive = () =>
-    app.request("/v1/dead-letters/pi_0001/settle/redrive", {
-      method: "POST",
-      headers: ops,
-    });
-  const [a, b] = await Promise.all([redrive(), redrive()]);
-  assert.deepEqual([a.status, b.status].sort(), [202, 409]);
-  assert.equal(published.length, 2);
-  const lost = await (a.status === 409 ? a : b).json();
-  assert.match(lost.type, /cannot-redrive$/);
-  assert.match(lost.detail, /published all the same/);
-  assert.match(lost.detail, /pi_0001\/settle:/); // its deduplication id
-  assert.equal(await store.getDeadLetter("pi_0001/settle"), null);
-});
 
-// The other order (docs/routes.md): a redrive whose read of the letter
-// comes after the winner removed it, while the winner is still answering,
-// finds no letter. No store keeps who removed a letter, so it cannot tell
-// the winner from a letter never kept: 404, and nothing published.
-Deno.test("createApp() answers a redrive that reads the letter only after a concurrent redrive removed it 404, publishing nothing", async () => {
-  const published: Job[] = [];
-  const { app, store } = await withDeadLetter({
-    publish: (job) => Promise.resolve(void published.push(job)),
+  // The other order across instances (docs/routes.md): a redrive on
+  // another instance whose read of the letter comes after the winner
+  // removed it, while the winner is still answering, finds no letter. No
+  // store keeps who removed a letter, so it cannot tell the winner from a
+  // letter never kept: 404, and nothing published. On one instance it is
+  // a 409 (below).
+  Deno.test(`createApp() answers a redrive on another instance that reads the letter only after a concurrent redrive removed it 404, publishing nothing [${backend.name}]`, async () => {
+    const { store: opened, close } = await backend.open();
+    try {
+      const published: Job[] = [];
+      const publish = (job: Job) => Promise.resolve(void published.push(job));
+      const { app, store } = await withDeadLetter({ store: opened, publish });
+      const other = appOn(store, { publish });
+      let firstRead!: () => void;
+      const first = new Promise<void>((resolve) => (firstRead = resolve));
+      let removed!: () => void;
+      const removal = new Promise<void>((resolve) => (removed = resolve));
+      let reads = 0;
+      const redrive = store.redrive.bind(store);
+      store.redrive = async (...args: Parameters<typeof store.redrive>) => {
+        const letter = await redrive(...args);
+        removed();
+        return letter;
+      };
+      const getDeadLetter = store.getDeadLetter.bind(store);
+      store.getDeadLetter = async (jobId: string) => {
+        const read = ++reads;
+        if (read === 1) firstRead();
+        // The second redrive's read waits for the first's removal.
+        if (read === 2) await removal;
+        return await getDeadLetter(jobId);
+      };
+      const request = (instance: typeof app) =>
+        instance.request("/v1/dead-letters/pi_0001/settle/redrive", {
+          method: "POST",
+          headers: ops,
+        });
+      const a = request(app);
+      await first;
+      const [b] = await Promise.all([request(other), removal]);
+      assert.equal(b.status, 404);
+      assert.match(
+        (await b.json()).detail,
+        /redriven, discarded or resolved since/,
+      );
+      assert.equal((await a).status, 202);
+      await (await a).body?.cancel();
+      assert.deepEqual(published, [{ intentId: "pi_0001", kind: "settle" }]);
+    } finally {
+      await close();
+    }
   });
-  let removed!: () => void;
-  const removal = new Promise<void>((resolve) => (removed = resolve));
-  let reads = 0;
-  const redrive = store.redrive.bind(store);
-  store.redrive = async (...args: Parameters<typeof store.redrive>) => {
-    const letter = await redrive(...args);
-    removed();
-    return letter;
-  };
-  const getDeadLetter = store.getDeadLetter.bind(store);
-  store.getDeadLetter = async (jobId: string) => {
-    // The second redrive's read waits for the first's removal.
-    if (++reads === 2) await removal;
-    return await getDeadLetter(jobId);
-  };
-  const request = () =>
-    app.request("/v1/dead-letters/pi_0001/settle/redrive", {
-      method: "POST",
-      headers: ops,
-    });
-  const [a, b] = await Promise.all([request(), request()]);
-  assert.equal(a.status, 202);
-  assert.equal(b.status, 404);
-  assert.match(
-    (await b.json()).detail,
-    /redriven, discarded or resolved since/,
-  );
-  assert.deepEqual(published, [{ intentId: "pi_0001", kind: "settle" }]);
-  await a.body?.cancel();
-});
+}
 
 Deno.test("createApp() answers the redrive of an unreadable message's letter named by its three segments, as its DELETE is, 400 (nothing to redrive), not 404 as if no route answered", async () => {
   const { app, enqueued, store } = await withDeadLetter();
@@ -564,3 +618,132 @@ Deno.test("createApp() answers the redrive of an unreadable message's letter nam
   assert.deepEqual(enqueued, []);
   assert.notEqual(await store.getDeadLetter("pubsub/m-1/unreadable"), null);
 });
+
+// Two redrives of one letter on one instance (an operator's double click,
+// a retried request reaching the same instance), the second's read, if it
+// made one, held until the first removed the letter. DESIGN §16: one wins;
+// the other answers 409 and enqueues nothing. It used to read no letter
+// and answer 404, as if none had been kept.
+for (const backend of BACKENDS) {
+  Deno.test(`createApp() answers a redrive of a letter whose redrive runs on the same instance 409, reading and publishing nothing, even where its read would come after the removal [${backend.name}]`, async () => {
+    const { store: opened, close } = await backend.open();
+    try {
+      const published: Job[] = [];
+      const { app, store } = await withDeadLetter({
+        store: opened,
+        publish: (job) => Promise.resolve(void published.push(job)),
+      });
+      let firstRead!: () => void;
+      const first = new Promise<void>((resolve) => (firstRead = resolve));
+      let secondArrived!: () => void;
+      const arrived = new Promise<void>((resolve) => (secondArrived = resolve));
+      let removed!: () => void;
+      const removal = new Promise<void>((resolve) => (removed = resolve));
+      let reads = 0;
+      const getDeadLetter = store.getDeadLetter.bind(store);
+      store.getDeadLetter = async (jobId: string) => {
+        const read = ++reads;
+        if (read === 1) firstRead();
+        if (read === 2) {
+          // The second redrive's read comes after the first's removal.
+          secondArrived();
+          await removal;
+        }
+        return await getDeadLetter(jobId);
+      };
+      const redrive = store.redrive.bind(store);
+      store.redrive = async (...args: Parameters<typeof store.redrive>) => {
+        // The first removes the letter only once the second has read or
+        // answered: both are under way at once.
+        await arrived;
+        const letter = await redrive(...args);
+        removed();
+        return letter;
+      };
+      const request = () =>
+        app.request("/v1/dead-letters/pi_0001/settle/redrive", {
+          method: "POST",
+          headers: ops,
+        });
+      const a = request();
+      await first;
+      const b = await request();
+      secondArrived();
+      const problem = await b.json();
+      assert.equal(b.status, 409, JSON.stringify(problem));
+      assert.equal(problem.type, "urn:relayer:problem:cannot-redrive");
+      assert.match(
+        problem.detail,
+        /^Cannot redrive pi_0001\/settle as another redrive of it is under way on this instance/,
+      );
+      assert.equal((await a).status, 202);
+      await (await a).body?.cancel();
+      assert.equal(reads, 1); // the second read nothing
+      assert.deepEqual(published, [{ intentId: "pi_0001", kind: "settle" }]);
+      assert.equal(await store.getDeadLetter("pi_0001/settle"), null);
+      // Once the first has answered, a redrive reads again: the letter is
+      // gone (404), and nothing more is published.
+      const after = await request();
+      assert.equal(after.status, 404);
+      await after.body?.cancel();
+      assert.deepEqual(published, [{ intentId: "pi_0001", kind: "settle" }]);
+    } finally {
+      await close();
+    }
+  });
+}
+
+// A 503 redrive-failed says "try again. If it did complete after all, the
+// retry answers 404": the retry, sent once the 503 is read, is not taken
+// for a redrive still under way on this instance.
+for (const backend of BACKENDS) {
+  Deno.test(`createApp() goes ahead with a redrive retried after its 503 redrive-failed: 202 where it had not completed, 404 where it had [${backend.name}]`, async () => {
+    const { store: opened, close } = await backend.open();
+    try {
+      const published: Job[] = [];
+      let fail = true;
+      const { app, store } = await withDeadLetter({
+        store: opened,
+        publish: (job) => {
+          if (fail) return Promise.reject(new Error("QStash answered 500"));
+          return Promise.resolve(void published.push(job));
+        },
+        log: () => {},
+      });
+      const request = () =>
+        app.request("/v1/dead-letters/pi_0001/settle/redrive", {
+          method: "POST",
+          headers: ops,
+        });
+      const failed = await request();
+      assert.equal(failed.status, 503);
+      const problem = await failed.json();
+      assert.equal(problem.type, "urn:relayer:problem:redrive-failed");
+      assert.match(
+        problem.detail,
+        /try again\. If it did complete after all, the retry answers 404/,
+      );
+      fail = false;
+      const retried = await request();
+      assert.equal(retried.status, 202);
+      await retried.body?.cancel();
+      assert.deepEqual(published, [{ intentId: "pi_0001", kind: "settle" }]);
+      // A removal that landed, its answer lost: 503, then the retry's 404.
+      await store.putDeadLetter(deadLetter("pi_0001/settle", 1));
+      const redrive = store.redrive.bind(store);
+      store.redrive = async (...args: Parameters<typeof store.redrive>) => {
+        await redrive(...args);
+        throw new Error("the connection dropped before the answer");
+      };
+      const lost = await request();
+      assert.equal(lost.status, 503);
+      await lost.body?.cancel();
+      store.redrive = redrive;
+      const after = await request();
+      assert.equal(after.status, 404);
+      await after.body?.cancel();
+    } finally {
+      await close();
+    }
+  });
+}
