@@ -59,7 +59,7 @@ import {
   knownTxHashes,
   newIntentRecord,
 } from "./_rules.ts";
-import { assertOptionNames, show } from "../policy/_validate.ts";
+import { assertOptionNames, checkedClock, show } from "../policy/_validate.ts";
 import { describeError } from "../policy/_walk.ts";
 import { connectionLost } from "./_postgres_errors.ts";
 import type { DeadLetter, HoldState } from "./store.ts";
@@ -92,7 +92,9 @@ export interface KvToPostgresOptions {
   readonly schema?: string;
   /**
    * The clock the relayer runs on: a count that lapsed by it is not moved,
-   * nor a replay record Deno KV would have deleted by it.
+   * nor a replay record Deno KV would have deleted by it. Whole
+   * milliseconds a `Date` can hold (0 to 8.64e15), as `Date.now()` returns
+   * them; another reading is refused with a `TypeError` naming `now`.
    *
    * @default {Date.now}
    */
@@ -311,14 +313,10 @@ export async function moveKvToPostgres(
       }`,
     );
   }
-  const now = (options.now ?? Date.now)();
-  if (!Number.isSafeInteger(now)) {
-    throw new TypeError(
-      `Cannot move from Deno KV as the clock ('now') must return whole milliseconds: it returned ${
-        show(now)
-      }`,
-    );
-  }
+  // Checked as the relayer checks its clock: a reading no Date can hold
+  // (below 0, past 8.64e15) would judge every lease free, or every one
+  // held, as no delivery's clock reads.
+  const now = checkedClock("move from Deno KV", options.now ?? Date.now)();
   const client = sql as unknown as postgres.Sql;
 
   // Before anything is written: a delivery at work would write on after
