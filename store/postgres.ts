@@ -3876,13 +3876,18 @@ function closedError(what: string): Error {
 }
 
 /**
- * The store's error for the server's refusal of a new connection, its
- * cause arisen under a live pool (`28P01`: a password wrong, or past the
+ * The store's error for a new connection refused, its cause arisen under
+ * a live pool: by the server (`28P01`: a password wrong, or past the
  * role's `VALID UNTIL`, which the server does not tell apart; `3D000`: the
- * database renamed or dropped): said with what to do, where the server's
- * words alone said only what. Refused at the connection's start, the call
- * sent nothing on it: nothing of it was `done`. `null` for any other
- * error (a connection limit's `53300` is said by the service's log line).
+ * database renamed or dropped; `53300`: no connection slot left, by the
+ * role's `CONNECTION LIMIT`, the database's or the server's
+ * `max_connections`, as the server's words say), or by the host
+ * (`ECONNREFUSED`, in the connect's bare words: nothing listens at the
+ * port, a server down or restarting): said with what to do, where the error's words alone said
+ * only what. Refused at the connection's start, the call sent nothing on
+ * it: nothing of it was `done`. It keeps `error` as its `cause`, and its
+ * `code` for a caller that tells errors apart by it. `null` for any other
+ * error.
  */
 function refusedConnection(
   error: unknown,
@@ -3890,17 +3895,27 @@ function refusedConnection(
   done: "read" | "written",
 ): Error | null {
   const code = (error as { code?: unknown } | null)?.code;
-  const todo = code === "28P01"
-    ? "check the user and password the client connects with, and that the role's password has not expired (SELECT rolvaliduntil FROM pg_roles; renew it with ALTER ROLE … VALID UNTIL)"
+  const said = describeError(error);
+  // The last two short enough that a log line's cut (300 characters,
+  // describeError) keeps what to do: they are met in a service's log.
+  const text = code === "28P01"
+    ? `as PostgreSQL refused the store a new connection (${said}): check the user and password the client connects with, and that the role's password has not expired (SELECT rolvaliduntil FROM pg_roles; renew it with ALTER ROLE … VALID UNTIL); nothing was ${done}, so try again once that is done`
     : code === "3D000"
-    ? "the database the client connects to was renamed or dropped; restore it (or its name), or point the client at the service's database"
+    ? `as PostgreSQL refused the store a new connection (${said}): the database the client connects to was renamed or dropped; restore it (or its name), or point the client at the service's database; nothing was ${done}, so try again once that is done`
+    : code === "53300"
+    ? `as PostgreSQL has no connection slot left for it (${said}): end idle sessions (see pg_stat_activity), raise that limit, or lower the pool's max; nothing was ${done}, so try again`
+    : code === "ECONNREFUSED" &&
+        // The connect's bare words: a Unix socket's refusal already says
+        // what to check (store/_postgres_socket.ts).
+        /^connect ECONNREFUSED \S+$/.test(
+          String((error as { message?: unknown }).message),
+        )
+    ? `as nothing listens at PostgreSQL's host and port (${said}): start the server, or correct the host and port the client connects to; nothing was ${done}, so try again`
     : null;
-  if (todo === null) return null;
-  const refused = new Error(
-    `${head} as PostgreSQL refused the store a new connection (${
-      describeError(error)
-    }): ${todo}; nothing was ${done}, so try again once that is done`,
-    { cause: error },
+  if (text === null) return null;
+  const refused = Object.assign(
+    new Error(`${head} ${text}`, { cause: error }),
+    { code },
   );
   return done === "written" ? notWritten(refused) : refused;
 }

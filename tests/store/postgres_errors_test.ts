@@ -4,6 +4,7 @@ import {
   goodbyeBeforeSent,
 } from "../../store/_postgres_errors.ts";
 import postgres from "postgres";
+import { isNotWritten } from "../../store/_not_written.ts";
 import { isTypeFetchLost, PostgresStore } from "../../store/postgres.ts";
 
 Deno.test("connectionLost() takes the server's FATAL and the socket's, TLS's and postgres.js's own errors as a lost connection, and a statement's failure as not", () => {
@@ -132,7 +133,7 @@ Deno.test("goodbyeBeforeSent() takes the server's goodbye to a session (FATAL, c
 
 Deno.test({
   name:
-    "PostgresStore fails a write whose connection is refused with the connect's error, not as a write that may have landed, with fetch_types on or off",
+    "PostgresStore fails a write whose connection is refused with the connect's error and what to do, marked as not written (not as a write that may have landed), with fetch_types on or off; a read alike",
   // postgres.js's own reconnect timer (connection.js's reconnect), set as
   // the refused connect closes, outlives sql.end(): not the store's.
   sanitizeOps: false,
@@ -150,17 +151,34 @@ Deno.test({
     });
     try {
       const store = new PostgresStore(sql);
+      // The connect's error is kept whole (its words, its code, its
+      // cause), and said with what to do: its words alone, "connect
+      // ECONNREFUSED …", left a service's log line without it. What this
+      // checks above all holds as before: the write is not taken as one
+      // that may have landed (it never began), and is marked so.
       await assert.rejects(
         store.createIntent({ id: "pi_0001", state: "authorized" }),
         (error: Error) => {
           assert.match(
             error.message,
-            /^connect ECONNREFUSED 127\.0\.0\.1:\d+$/,
+            /^Cannot create intent pi_0001 as nothing listens at PostgreSQL's host and port \(Error: connect ECONNREFUSED 127\.0\.0\.1:\d+\): start the server, or correct the host and port the client connects to; nothing was written, so try again$/,
             `fetch_types: ${fetch_types}`,
           );
+          assert.equal((error as { code?: unknown }).code, "ECONNREFUSED");
+          assert.match(String(error.cause), /^Error: connect ECONNREFUSED/);
+          assert.ok(isNotWritten(error), `fetch_types: ${fetch_types}`);
           return true;
         },
       );
+      await assert.rejects(store.getIntent("pi_0001"), (error: Error) => {
+        assert.match(
+          error.message,
+          /^The store's read failed as nothing listens at PostgreSQL's host and port \(Error: connect ECONNREFUSED 127\.0\.0\.1:\d+\): start the server, or correct the host and port the client connects to; nothing was read, so try again$/,
+          `fetch_types: ${fetch_types}`,
+        );
+        assert.equal((error as { code?: unknown }).code, "ECONNREFUSED");
+        return true;
+      });
     } finally {
       await sql.end({ timeout: 0 });
     }

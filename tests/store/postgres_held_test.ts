@@ -349,9 +349,12 @@ Deno.test({
         "urn:relayer:problem:delivery-failed",
       );
       const line = lines.find((l) => l.startsWith("worker"));
+      // The server's words, and what to do, whole: its words alone
+      // ("PostgresError: too many connections for role …") said which
+      // limit, not what to do about it.
       assert.match(
         line ?? "",
-        /^worker {2}a\/settle +failed unexpectedly: PostgresError: too many connections for role "r/,
+        /^worker {2}a\/settle +failed unexpectedly: Error: The store's read failed as PostgreSQL has no connection slot left for it \(PostgresError: too many connections for role "r\w+"\): end idle sessions \(see pg_stat_activity\), raise that limit, or lower the pool's max; nothing was read, so try again$/,
       );
       for (const l of lines) {
         assert.ok(!l.includes(`${role}-pw`) && !l.includes(url.host), l);

@@ -164,3 +164,40 @@ Deno.test({
       }),
   ),
 });
+
+Deno.test({
+  name:
+    "PostgresStore, its role's CONNECTION LIMIT reached under a live pool (53300), says what to do at each call, nothing read or written, and works once a slot is free",
+  ignore,
+  fn: timeout(
+    30_000,
+    () =>
+      onLiveStore(async ({ admin, role, store, endSessions }) => {
+        // No slot for the role at all: each new connection of the store
+        // is refused, as when other clients of the role hold every slot.
+        await admin.unsafe(`ALTER ROLE "${role}" CONNECTION LIMIT 0`);
+        await endSessions();
+        // Before: the server's words alone, 'too many connections for role
+        // "r…"', with nothing on what to do.
+        const read = await refusal(() => store.getIntent("pi_1"));
+        assert.equal(
+          read.message,
+          `The store's read failed as PostgreSQL has no connection slot left for it (PostgresError: too many connections for role "${role}"): end idle sessions (see pg_stat_activity), raise that limit, or lower the pool's max; nothing was read, so try again`,
+        );
+        const write = await refusal(() =>
+          store.createIntent({ id: "pi_2", hold: "pending" })
+        );
+        assert.match(
+          write.message,
+          /^Cannot create intent pi_2 as PostgreSQL has no connection slot left for it \(PostgresError: too many connections for role "r[0-9a-f]+"\): end idle sessions \(see pg_stat_activity\), raise that limit, or lower the pool's max; nothing was written, so try again$/,
+        );
+        assert.ok(isNotWritten(write));
+
+        await admin.unsafe(`ALTER ROLE "${role}" CONNECTION LIMIT -1`);
+        assert.equal((await store.getIntent("pi_1"))?.hold, "pending");
+        assert.equal(await store.getIntent("pi_2"), null);
+        await store.createIntent({ id: "pi_2", hold: "pending" });
+        assert.equal(await store.admit({ count: "pi_2/settle", now: 1 }), 1);
+      }),
+  ),
+});
