@@ -3896,12 +3896,12 @@ function refusedConnection(
 ): Error | null {
   const code = (error as { code?: unknown } | null)?.code;
   const said = describeError(error);
-  // The last two short enough that a log line's cut (300 characters,
+  // Each short enough that a log line's cut (300 characters,
   // describeError) keeps what to do: they are met in a service's log.
   const text = code === "28P01"
-    ? `as PostgreSQL refused the store a new connection (${said}): check the user and password the client connects with, and that the role's password has not expired (SELECT rolvaliduntil FROM pg_roles; renew it with ALTER ROLE … VALID UNTIL); nothing was ${done}, so try again once that is done`
+    ? `as PostgreSQL refused a connection (${said}): check the client's user and password, and pg_roles.rolvaliduntil (an expired password: ALTER ROLE … VALID UNTIL); nothing was ${done}, so try again then`
     : code === "3D000"
-    ? `as PostgreSQL refused the store a new connection (${said}): the database the client connects to was renamed or dropped; restore it (or its name), or point the client at the service's database; nothing was ${done}, so try again once that is done`
+    ? `as PostgreSQL refused a connection (${said}): its database was renamed or dropped; restore it, or point the client at the service's database; nothing was ${done}, so try again then`
     : code === "53300"
     ? `as PostgreSQL has no connection slot left for it (${said}): end idle sessions (see pg_stat_activity), raise that limit, or lower the pool's max; nothing was ${done}, so try again`
     : code === "ECONNREFUSED" &&

@@ -11,6 +11,7 @@
 import assert from "node:assert/strict";
 import postgres from "postgres";
 import { isNotWritten } from "../../store/_not_written.ts";
+import { describeError } from "../../policy/_walk.ts";
 import { PostgresStore, reconnectBackoffS } from "../../store/postgres.ts";
 import {
   freshDatabase,
@@ -112,15 +113,17 @@ Deno.test({
         const read = await refusal(() => store.getIntent("pi_1"));
         assert.equal(
           read.message,
-          `The store's read failed as PostgreSQL refused the store a new connection (PostgresError: password authentication failed for user "${role}"): check the user and password the client connects with, and that the role's password has not expired (SELECT rolvaliduntil FROM pg_roles; renew it with ALTER ROLE … VALID UNTIL); nothing was read, so try again once that is done`,
+          `The store's read failed as PostgreSQL refused a connection (PostgresError: password authentication failed for user "${role}"): check the client's user and password, and pg_roles.rolvaliduntil (an expired password: ALTER ROLE … VALID UNTIL); nothing was read, so try again then`,
         );
         const write = await refusal(() =>
           store.createIntent({ id: "pi_2", hold: "pending" })
         );
         assert.match(
           write.message,
-          /^Cannot create intent pi_2 as PostgreSQL refused the store a new connection \(PostgresError: password authentication failed for user "r[0-9a-f]+"\): .*; nothing was written, so try again once that is done$/,
+          /^Cannot create intent pi_2 as PostgreSQL refused a connection \(PostgresError: password authentication failed for user "r[0-9a-f]+"\): .*; nothing was written, so try again then$/,
         );
+        // Whole in the log line (cut at 300 characters): what to do too.
+        assert.ok(describeError(write).endsWith("so try again then"));
         assert.ok(isNotWritten(write));
 
         await admin.unsafe(`ALTER ROLE "${role}" VALID UNTIL 'infinity'`);
@@ -146,15 +149,16 @@ Deno.test({
           const read = await refusal(() => store.getIntent("pi_1"));
           assert.equal(
             read.message,
-            `The store's read failed as PostgreSQL refused the store a new connection (PostgresError: database "${name}" does not exist): the database the client connects to was renamed or dropped; restore it (or its name), or point the client at the service's database; nothing was read, so try again once that is done`,
+            `The store's read failed as PostgreSQL refused a connection (PostgresError: database "${name}" does not exist): its database was renamed or dropped; restore it, or point the client at the service's database; nothing was read, so try again then`,
           );
           const write = await refusal(() =>
             store.admit({ count: "pi_1/settle", now: 1 })
           );
           assert.match(
             write.message,
-            /^Cannot admit a delivery as PostgreSQL refused the store a new connection \(PostgresError: database "\w+" does not exist\): .*; nothing was written, so try again once that is done$/,
+            /^Cannot admit a delivery as PostgreSQL refused a connection \(PostgresError: database "\w+" does not exist\): .*; nothing was written, so try again then$/,
           );
+          assert.ok(describeError(write).endsWith("so try again then"));
           assert.ok(isNotWritten(write));
         } finally {
           await admin.unsafe(`ALTER DATABASE "${name}_x" RENAME TO "${name}"`);
