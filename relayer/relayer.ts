@@ -57,7 +57,7 @@ import type {
   StoredDeadLetter,
   WriteOptions,
 } from "../store/store.ts";
-import type { Sender } from "./sender.ts";
+import type { ReceiptStatus, Sender } from "./sender.ts";
 
 /**
  * A job: "go and look at intent X". Never the truth, only a reason to look.
@@ -1983,11 +1983,15 @@ export function createRelayer(options: RelayerOptions): Relayer {
     await storeCall(() => d.close());
     // Every receipt at once: a delivery waits one Sender timeout for them,
     // not one per tx (up to 32), and stays within its queue's deadline.
+    // Called inside a Promise: a Sender of plain JavaScript that answers
+    // the status itself, or throws before returning a Promise, is read as
+    // `send` is, and the earlier txs are still asked.
     const [read, confirmed] = await Promise.all([
-      sender.receipt(txHash).then(
-        (status) => ({ status }),
-        (error: unknown) => ({ error }),
-      ),
+      new Promise<ReceiptStatus>((answer) => answer(sender.receipt(txHash)))
+        .then(
+          (status) => ({ status }),
+          (error: unknown) => ({ error }),
+        ),
       earlier.length > 0 ? confirmedAmong(earlier, d) : undefined,
     ]);
     // An earlier tx that confirmed settles, whatever the last one's receipt

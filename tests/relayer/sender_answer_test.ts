@@ -62,3 +62,47 @@ Deno.test("createRelayer() shows the first 40 characters of a long bare answer, 
     }…, not { txHash }: return the tx hash as { txHash: "0x…" }`,
   );
 });
+
+// A Sender written in plain JavaScript may answer receipt() with the
+// status itself rather than a Promise of it, or throw before returning
+// one: send() is taken either way, and receipt() must be too, not fail
+// with the engine's words about `.then`, nor skip the earlier txs.
+
+/** `pi_0001` settling, sent as `0xold` then `0xnew`, and a relayer on it whose Sender answers receipts with `receipt`. */
+async function settlingOnTwo(receipt: (txHash: string) => unknown) {
+  const store = new MemoryStore();
+  await store.createIntent({
+    id: "pi_0001",
+    state: "settling",
+    hold: "pending",
+    settlingSince: 0,
+    txHashes: ["0xold", "0xnew"],
+    lastBroadcast: { outcome: "sent", txHash: "0xnew", at: 0 },
+  });
+  const sender = {
+    send: () => Promise.reject(new Error("no sends here")),
+    receipt,
+  } as unknown as Sender;
+  return { store, relayer: createRelayer({ store, sender, now: () => 1 }) };
+}
+
+Deno.test("createRelayer() takes a receipt() that answers its status without a Promise", async () => {
+  const { store, relayer } = await settlingOnTwo((txHash) =>
+    txHash === "0xnew" ? "confirmed" : "pending"
+  );
+  const outcome = await relayer.deliver(job, 1);
+  assert.equal(outcome.action, "done", outcome.reason);
+  const intent = await store.getIntent("pi_0001");
+  assert.equal(intent?.state, "settled");
+  assert.equal(intent?.hold, "captured");
+});
+
+Deno.test("createRelayer() settles on an earlier tx that confirmed when receipt() throws at once for the last one", async () => {
+  const { store, relayer } = await settlingOnTwo((txHash) => {
+    if (txHash === "0xnew") throw new Error("node unreachable");
+    return Promise.resolve("confirmed");
+  });
+  const outcome = await relayer.deliver(job, 1);
+  assert.equal(outcome.action, "done", outcome.reason);
+  assert.equal((await store.getIntent("pi_0001"))?.state, "settled");
+});
