@@ -2017,8 +2017,8 @@ export function createRelayer(options: RelayerOptions): Relayer {
       default:
         throw new Error(
           `sender returned an unknown receipt status for ${txHash}: ${
-            String(status)
-          }`,
+            show(status)
+          }; answer "confirmed", "pending" or "dropped"`,
         );
     }
   }
@@ -2344,7 +2344,9 @@ export function createRelayer(options: RelayerOptions): Relayer {
       ({ txHash } = answer as { txHash: string });
       if (typeof txHash !== "string" || txHash === "") {
         throw new Error(
-          `sender returned no txHash: ${JSON.stringify(txHash) ?? "undefined"}`,
+          `sender returned no txHash: ${
+            show(txHash)
+          }; return the tx hash as { txHash: "0x…" }`,
         );
       }
       if (txHash.length > MAX_TX_HASH) {

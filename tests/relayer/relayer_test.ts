@@ -1054,7 +1054,7 @@ function suite(backend: Backend): void {
     }, { sends: [{ txHash: "" }] });
     assert.equal(
       (await relayer.deliver(job, 1) as { reason: string }).reason,
-      'send: sender returned no txHash: ""',
+      'send: sender returned no txHash: ""; return the tx hash as { txHash: "0x…" }',
     );
     assert.equal((await intent(store)).lastBroadcast?.outcome, "unknown");
   });

@@ -106,3 +106,45 @@ Deno.test("createRelayer() settles on an earlier tx that confirmed when receipt(
   assert.equal(outcome.action, "done", outcome.reason);
   assert.equal((await store.getIntent("pi_0001"))?.state, "settled");
 });
+
+// A txHash of the wrong type is named as it came (a BigInt from a chain
+// library, a Symbol), with what to return: not "Do not know how to
+// serialize a BigInt", nor "undefined" for a Symbol.
+for (
+  const [txHash, shown] of [
+    [0xabcn, "2748n"],
+    [Symbol("0xabc"), "Symbol(0xabc)"],
+    [123, "123"],
+    ["", '""'],
+  ] as const
+) {
+  Deno.test(`createRelayer() names a txHash of ${shown}, says what to return, and takes the send as unknown`, async () => {
+    const { store, relayer } = await answering({ txHash });
+    const outcome = await relayer.deliver(job, 1);
+    const why =
+      `sender returned no txHash: ${shown}; return the tx hash as { txHash: "0x…" }`;
+    assert.equal(outcome.reason, `send: ${why}`);
+    const intent = await store.getIntent("pi_0001");
+    assert.deepEqual(intent?.lastBroadcast, {
+      outcome: "unknown",
+      at: 0,
+      error: why,
+    });
+  });
+}
+
+// A receipt() that hands back its signer's JSON (`{ status: "confirmed" }`)
+// is named as it came, with the statuses it may answer, not as
+// "[object Object]".
+Deno.test("createRelayer() names a receipt status it cannot read as it came, and the statuses to answer", async () => {
+  const { store, relayer } = await settlingOnTwo(() =>
+    Promise.resolve({ status: "confirmed" })
+  );
+  const outcome = await relayer.deliver(job, 1);
+  assert.equal(outcome.action, "retry");
+  assert.equal(
+    outcome.reason,
+    'sender returned an unknown receipt status for 0xnew: {"status":"confirmed"}; answer "confirmed", "pending" or "dropped"',
+  );
+  assert.equal((await store.getIntent("pi_0001"))?.state, "settling");
+});
