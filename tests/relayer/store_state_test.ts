@@ -175,3 +175,47 @@ Deno.test("createRelayer()'s redrive and discard refuse an intent whose state th
   assert.deepEqual(published, []);
   assert.notEqual(await inner.getDeadLetter("pi_0001/settle"), null);
 });
+
+// A store of one's own that answers an intent with `undefined` (a `Map`'s
+// get under the wrong key) or with its row's JSON text: every delivery
+// failed on "Cannot read properties of undefined (reading
+// 'lastBroadcast')", or was told the intent lacked 'lastBroadcast',
+// naming neither the answer nor what to return.
+for (
+  const [answer, shown] of [
+    [undefined, "undefined"],
+    ['{"id":"pi_0001"}', '"{\\"id\\":\\"pi_0001\\"}"'],
+    [0, "0"],
+  ] as const
+) {
+  Deno.test(`createRelayer() refuses an intent the store read as ${shown}, naming it and what to return`, async () => {
+    const { store, inner } = readingAs(() => answer);
+    await inner.createIntent({
+      id: "pi_0001",
+      state: "authorized",
+      hold: "pending",
+    });
+    const relayer = createRelayer({ store, sender: new ScriptedSender({}) });
+    for (
+      const run of [
+        () => relayer.deliver(job, 1),
+        () =>
+          relayer.giveUp(job, {
+            deliveries: 3,
+            queue: { queue: "qstash", messageId: "msg_1" },
+          }),
+      ]
+    ) {
+      await assert.rejects(run(), (error: Error) => {
+        assert.ok(error instanceof TypeError, String(error));
+        assert.equal(
+          error.message,
+          `Cannot read intent pi_0001 as the store returned ${shown}, not an intent or null: fix the Store's getIntent, and run the store contract (@relayer/poison/testing) against it`,
+        );
+        return true;
+      });
+    }
+    assert.equal((await inner.getIntent("pi_0001"))?.state, "authorized");
+    assert.equal(await inner.getDeadLetter("pi_0001/settle"), null);
+  });
+}
