@@ -75,7 +75,7 @@ import { CLAIM_GRACE_MS } from "../store/_rules.ts";
 import { DEFAULT_CLOCK_SKEW_MS as RELAYER_CLOCK_SKEW_MS } from "../relayer/_options.ts";
 import { DEFAULT_LEASE_MS } from "../relayer/_sends.ts";
 import { googleJwks } from "./google_jwks.ts";
-import { MAX_TIMER_MS } from "../policy/_validate.ts";
+import { assertOptionNames, MAX_TIMER_MS, show } from "../policy/_validate.ts";
 
 /**
  * A setting that stops the service from starting.
@@ -2219,11 +2219,19 @@ function checkQueues(
  * @param options `jwks`: Google's keys for the Pub/Sub routes (default:
  * {@linkcode googleJwks}, fetched and cached).
  * @returns The options to spread into `createApp`'s.
+ * @throws {TypeError} If `config` is not what `loadConfig` read (the
+ * settings themselves, or what `workerConfig` returns rather than its
+ * `config`), or `options` names an option it does not read.
  */
 export function routeOptions(
   config: Config,
   options: { readonly jwks?: PubSubKeys["jwks"] } = {},
 ): RouteOptions {
+  assertConfig(config);
+  // A misspelt `jwks` would fetch Google's keys in silence.
+  assertOptionNames("build route options", options, ["jwks"], {
+    example: "{ jwks }",
+  });
   const jwks = options.jwks ?? googleJwks();
   return {
     ...(config.qstash ? { qstash: config.qstash } : {}),
@@ -2240,6 +2248,42 @@ export function routeOptions(
     maxBodyBytes: config.maxBodyBytes,
     bodyTimeoutMs: config.bodyTimeoutMs,
   };
+}
+
+/**
+ * Checks that `config` is what `loadConfig` read. From JavaScript, the
+ * settings themselves, or what `workerConfig` returns (the settings under
+ * `config`), were read as a config with no route: every delivery was
+ * answered 503 naming a setting that was set. Names no value: the settings
+ * hold secrets.
+ */
+function assertConfig(config: unknown): asserts config is Config {
+  const what =
+    "Cannot build route options as 'config' is not what loadConfig() read";
+  const pass = "pass loadConfig(env), or workerConfig(env).config on a Worker";
+  if (typeof config !== "object" || config === null) {
+    throw new TypeError(
+      `${what}: current value is ${show(config)}; ${pass}`,
+    );
+  }
+  const fields = config as Partial<Record<keyof Config, unknown>>;
+  const lacks = [
+    typeof fields.insecureDev !== "boolean" && "insecureDev",
+    typeof fields.maxBodyBytes !== "number" && "maxBodyBytes",
+    typeof fields.bodyTimeoutMs !== "number" && "bodyTimeoutMs",
+  ].filter((name) => name !== false);
+  if (lacks.length === 0) return;
+  const listed = lacks.length === 1
+    ? lacks[0]
+    : `${lacks.slice(0, -1).join(", ")} and ${lacks.at(-1)}`;
+  const nested = typeof (config as { config?: unknown }).config === "object";
+  throw new TypeError(
+    `${what}: it lacks ${listed}; ${
+      nested
+        ? "pass workerConfig(env).config, not what workerConfig() returns"
+        : pass
+    }`,
+  );
 }
 
 /**

@@ -1704,3 +1704,45 @@ Deno.test("loadConfig() refuses a plain number for a Cloudflare retention or del
     { deliveryDelayMs: 0, messageRetentionMs: 1_209_600_000 },
   );
 });
+
+// From JavaScript, the settings themselves (`routeOptions(env)`) or what
+// workerConfig() returns (`routeOptions(workerConfig(env))`, its settings
+// under `config`) were taken as a config with no route: the app answered
+// every delivery 503 "set WEBHOOK_SECRET", with WEBHOOK_SECRET set.
+Deno.test("routeOptions() refuses the settings themselves, or workerConfig()'s answer, naming what to pass and no secret", () => {
+  const env = { ...base, WEBHOOK_SECRET: "a-webhook-secret-16" };
+  const refusals: [unknown, string][] = [
+    [
+      env,
+      "Cannot build route options as 'config' is not what loadConfig() read: it lacks insecureDev, maxBodyBytes and bodyTimeoutMs; pass loadConfig(env), or workerConfig(env).config on a Worker",
+    ],
+    [
+      { config: loadConfig(env), unread: [] },
+      "Cannot build route options as 'config' is not what loadConfig() read: it lacks insecureDev, maxBodyBytes and bodyTimeoutMs; pass workerConfig(env).config, not what workerConfig() returns",
+    ],
+    [
+      null,
+      "Cannot build route options as 'config' is not what loadConfig() read: current value is null; pass loadConfig(env), or workerConfig(env).config on a Worker",
+    ],
+    [
+      undefined,
+      "Cannot build route options as 'config' is not what loadConfig() read: current value is undefined; pass loadConfig(env), or workerConfig(env).config on a Worker",
+    ],
+  ];
+  for (const [config, message] of refusals) {
+    assert.throws(
+      () => routeOptions(config as never, { jwks: [] }),
+      (error: Error) => {
+        assert.ok(error instanceof TypeError, String(error));
+        assert.equal(error.message, message);
+        assert.ok(!error.message.includes("a-webhook-secret-16"));
+        return true;
+      },
+    );
+  }
+  // A misspelt `jwks` would fetch Google's keys in silence.
+  assert.throws(
+    () => routeOptions(loadConfig(env), { jkws: [] } as never),
+    /Cannot build route options as "jkws" is not one of its options \(jwks\)/,
+  );
+});
