@@ -726,6 +726,8 @@ function clip(text: string, max = 1000): string {
  *
  * @param job The job.
  * @returns Its id, such as `"pi_0001/settle"`.
+ * @throws {TypeError} If `job` is not an object whose `intentId` and
+ * `kind` are strings.
  *
  * @example The key of a job's count and dead letter
  * ```ts
@@ -736,6 +738,15 @@ function clip(text: string, max = 1000): string {
  * ```
  */
 export function jobIdOf(job: Job): string {
+  // From JavaScript, an intent id alone or an unparsed job made
+  // "undefined/undefined": one count shared by every job.
+  if (typeof job?.intentId !== "string" || typeof job.kind !== "string") {
+    throw new TypeError(
+      `Cannot make a job id as 'job' must be { intentId, kind } with both strings: current value is ${
+        show(job)
+      }; pass the job parseJob() read`,
+    );
+  }
   return `${job.intentId}/${job.kind}`;
 }
 

@@ -12,6 +12,7 @@
 import assert from "node:assert/strict";
 import {
   createRelayer,
+  jobIdOf,
   MemoryStore,
   parseJob,
   poison,
@@ -211,4 +212,32 @@ Deno.test("a clock that does not return whole milliseconds fails the delivery na
       assert.deepEqual(await store.getIntent("pi_0001"), before);
     }
   }
+});
+
+// A queue loop of one's own that counts deliveries by jobIdOf() of the
+// intent id alone, or of a job it has not parsed, got "undefined/undefined"
+// for every job: one shared count, and every job poisoned early.
+Deno.test("jobIdOf() refuses what is not a job, naming it and what to pass", () => {
+  for (
+    const [job, shown] of [
+      ["pi_0001", '"pi_0001"'],
+      [null, "null"],
+      [undefined, "undefined"],
+      [{ intentId: "pi_0001" }, '{"intentId":"pi_0001"}'],
+      [{ intentId: 1n, kind: "settle" }, "[object Object]"],
+    ] as const
+  ) {
+    assert.throws(() => jobIdOf(job as never), (error: Error) => {
+      assert.ok(error instanceof TypeError, String(error));
+      assert.equal(
+        error.message,
+        `Cannot make a job id as 'job' must be { intentId, kind } with both strings: current value is ${shown}; pass the job parseJob() read`,
+      );
+      return true;
+    });
+  }
+  assert.equal(
+    jobIdOf({ intentId: "pi_0001", kind: "settle" }),
+    "pi_0001/settle",
+  );
 });
