@@ -760,6 +760,8 @@ export function jobIdOf(job: Job): string {
  * @param job The job delivered.
  * @param outcome What the delivery answered.
  * @returns The line, without a prefix.
+ * @throws {TypeError} If `outcome` has no `action` or `reason`, or `job`
+ * is not a job.
  *
  * @example The line of a poisoned delivery
  * ```ts
@@ -780,6 +782,15 @@ export function jobIdOf(job: Job): string {
  * ```
  */
 export function formatOutcome(job: Job, outcome: Outcome): string {
+  if (
+    typeof outcome?.action !== "string" || typeof outcome.reason !== "string"
+  ) {
+    throw new TypeError(
+      `Cannot format outcome as 'outcome' must have an action and a reason: current value is ${
+        show(outcome)
+      }; pass what deliver() or giveUp() answered`,
+    );
+  }
   const text = outcome.action === "poison"
     ? `${outcome.reason}; ${outcome.resolution}`
     : outcome.reason;

@@ -12,6 +12,7 @@
 import assert from "node:assert/strict";
 import {
   createRelayer,
+  formatOutcome,
   jobIdOf,
   MemoryStore,
   parseJob,
@@ -240,4 +241,30 @@ Deno.test("jobIdOf() refuses what is not a job, naming it and what to pass", () 
     jobIdOf({ intentId: "pi_0001", kind: "settle" }),
     "pi_0001/settle",
   );
+});
+
+// A log line of one's own given the outcome alone (`formatOutcome(outcome)`)
+// or an outcome without its reason failed on "Cannot read properties of
+// undefined (reading 'action')" or "(reading 'length')".
+Deno.test("formatOutcome() refuses what is not an outcome, naming it and what to pass", () => {
+  const job = { intentId: "pi_0001", kind: "settle" } as const;
+  for (
+    const [outcome, shown] of [
+      [undefined, "undefined"],
+      [{ action: "retry", delivery: 1 }, '{"action":"retry","delivery":1}'],
+      ["done", '"done"'],
+    ] as const
+  ) {
+    assert.throws(
+      () => formatOutcome(job, outcome as never),
+      (error: Error) => {
+        assert.ok(error instanceof TypeError, String(error));
+        assert.equal(
+          error.message,
+          `Cannot format outcome as 'outcome' must have an action and a reason: current value is ${shown}; pass what deliver() or giveUp() answered`,
+        );
+        return true;
+      },
+    );
+  }
 });
