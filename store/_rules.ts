@@ -21,6 +21,7 @@ import type {
   WriteOptions,
 } from "./store.ts";
 import { canTransition, INTENT_STATES } from "./transitions.ts";
+import { assertOptionNames, show } from "../policy/_validate.ts";
 
 /** A `ConflictError` for a write the rules refuse, not a lost race. */
 function refusal(message: string): ConflictError {
@@ -605,6 +606,61 @@ export function checkCountTtl(
       }`,
     );
   }
+}
+
+/** The fields of a `Transition`; any other is a misspelling. */
+const TRANSITION_FIELDS: readonly string[] = Object.keys(
+  {
+    from: true,
+    to: true,
+    version: true,
+    at: true,
+    ledger: true,
+    confirmed: true,
+    deadLetter: true,
+  } satisfies Record<keyof Transition, true>,
+);
+
+/**
+ * Why a store refuses `change` before it reads anything, or `undefined`.
+ * From JavaScript or JSON, a misspelt `version` was told the intent
+ * changed since it was read (a caller that re-reads and tries again does
+ * for ever), and a misspelt `ledger` moved the intent without the hold
+ * change it asked for. Returned, not thrown: `transition` rejects.
+ */
+export function transitionRefusal(
+  id: string,
+  change: unknown,
+): TypeError | undefined {
+  const what = `move ${id}`;
+  if (typeof change !== "object" || change === null) {
+    return new TypeError(
+      `Cannot ${what} as 'change' must be an object such as { from, to, version, at }: current value is ${
+        show(change)
+      }`,
+    );
+  }
+  try {
+    assertOptionNames(what, change, TRANSITION_FIELDS);
+  } catch (error) {
+    return error as TypeError;
+  }
+  const { version, ledger } = change as Partial<Record<string, unknown>>;
+  if (typeof version !== "string") {
+    return new TypeError(
+      `Cannot ${what} as 'version' must be the version its read returned (a string): current value is ${
+        show(version)
+      }; pass intent.version from getIntent() or the last write`,
+    );
+  }
+  if (ledger !== undefined && ledger !== "void" && ledger !== "capture") {
+    return new TypeError(
+      `Cannot ${what} as 'ledger' must be "void" or "capture" (or left out): current value is ${
+        show(ledger)
+      }`,
+    );
+  }
+  return undefined;
 }
 
 /**

@@ -91,6 +91,7 @@ import {
   pageLimit,
   readCursor,
   transitioned,
+  transitionRefusal,
   uncountedKeys,
   unkeptKey,
 } from "./_rules.ts";
@@ -1131,6 +1132,8 @@ export class KvStore implements Store {
     change: Transition,
     options?: WriteOptions,
   ): Promise<Intent> {
+    const refused = transitionRefusal(id, change);
+    if (refused !== undefined) return Promise.reject(refused);
     options ??= {};
     return this.#writeIntent(
       id,

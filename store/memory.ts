@@ -40,6 +40,7 @@ import {
   pageLimit,
   readCursor,
   transitioned,
+  transitionRefusal,
   uncountedKeys,
 } from "./_rules.ts";
 import type {
@@ -288,6 +289,8 @@ export class MemoryStore implements Store {
     change: Transition,
     options?: WriteOptions,
   ): Promise<Intent> {
+    const refused = transitionRefusal(id, change);
+    if (refused !== undefined) return Promise.reject(refused);
     options ??= {};
     return attempt(() =>
       this.#writeIntent(

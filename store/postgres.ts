@@ -119,6 +119,7 @@ import {
   pageLimit,
   readCursor,
   transitioned,
+  transitionRefusal,
   uncountedKeys,
   unkeptKey,
 } from "./_rules.ts";
@@ -2914,6 +2915,8 @@ export class PostgresStore implements Store {
     change: Transition,
     options: WriteOptions = {},
   ): Promise<Intent> {
+    const refused = transitionRefusal(id, change);
+    if (refused !== undefined) return Promise.reject(refused);
     return this.#writeIntent(
       id,
       change.version,

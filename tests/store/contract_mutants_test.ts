@@ -304,6 +304,11 @@ async function mutated(dir: string, mutant: Mutant): Promise<() => Store> {
       /from "\.\/((?:busy|conflict|replay)_error|transitions)\.ts"/g,
       (_, name) => `from "${new URL(`${name}.ts`, store).href}"`,
     );
+    // And what they import from outside store/ (the policy's checks).
+    text = text.replaceAll(
+      /from "(\.\.\/[^"]+)"/g,
+      (_, path) => `from "${new URL(path, store).href}"`,
+    );
     await Deno.writeTextFile(`${dir}/${file}`, text);
   }
   const module = await import(`file://${dir}/memory.ts`);
