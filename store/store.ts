@@ -625,6 +625,9 @@ export interface Store {
    * move is not in the table, or the ledger forbids it.
    * @throws {BusyError} If `options.lease` is given and another owner holds the lease.
    * @throws {ReplayError} If `options.claim` was already claimed.
+   * @throws {TypeError} If `change` is no object, names a field a
+   * `Transition` has not, or its `version` is no string or its `ledger`
+   * neither `"void"` nor `"capture"` (nothing is read or written).
    */
   transition(
     id: string,
