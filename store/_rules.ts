@@ -92,10 +92,17 @@ export function isIntentId(id: unknown): id is string {
 
 /** Checks the fields of a new intent and fills in the defaults. */
 export function newIntentRecord(intent: NewIntent): IntentRecord {
+  if (typeof intent !== "object" || intent === null) {
+    throw new TypeError(
+      `Cannot create intent as 'intent' must be an object such as { id, state, hold }: current value is ${
+        show(intent)
+      }`,
+    );
+  }
   if (!isIntentId(intent.id)) {
     throw new TypeError(
       `Cannot create intent as 'id' must be ${INTENT_ID_RULE}: current value is ${
-        JSON.stringify(intent.id)
+        show(intent.id)
       }`,
     );
   }
@@ -103,7 +110,7 @@ export function newIntentRecord(intent: NewIntent): IntentRecord {
   if (!INTENT_STATES.includes(state)) {
     throw new TypeError(
       `Cannot create intent as 'state' is not an intent state: current value is ${
-        JSON.stringify(state)
+        show(state)
       }`,
     );
   }
@@ -114,7 +121,7 @@ export function newIntentRecord(intent: NewIntent): IntentRecord {
   ) {
     throw new TypeError(
       `Cannot create intent as 'hold' must be "pending", "voided", "captured" or null: current value is ${
-        JSON.stringify(hold)
+        show(hold)
       }`,
     );
   }
