@@ -652,12 +652,23 @@ export function transitionRefusal(
   } catch (error) {
     return error as TypeError;
   }
-  const { version, ledger } = change as Partial<Record<string, unknown>>;
+  const { version, ledger, to, at } = change as Partial<
+    Record<string, unknown>
+  >;
   if (typeof version !== "string") {
     return new TypeError(
       `Cannot ${what} as 'version' must be the version its read returned (a string): current value is ${
         show(version)
       }; pass intent.version from getIntent() or the last write`,
+    );
+  }
+  if (to === "settling" && !Number.isSafeInteger(at)) {
+    // The payment's clock starts there: named as given, not as the
+    // `settlingSince` it would become.
+    return new TypeError(
+      `Cannot ${what} as 'at', the 'settlingSince' it sets, must be a whole number of milliseconds: current value is ${
+        show(at)
+      }`,
     );
   }
   if (ledger !== undefined && ledger !== "void" && ledger !== "capture") {
@@ -933,7 +944,7 @@ export function checkMs(
   if (!Number.isSafeInteger(value)) {
     throw new TypeError(
       `${what} as '${name}' must be a whole number of milliseconds: current value is ${
-        String(value)
+        show(value)
       }`,
     );
   }
@@ -943,7 +954,7 @@ function checkString(name: string, value: unknown): void {
   if (typeof value !== "string") {
     throw new TypeError(
       `Cannot write to the store as '${name}' must be a string: current value is ${
-        String(value)
+        show(value)
       }`,
     );
   }

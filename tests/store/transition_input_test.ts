@@ -90,3 +90,40 @@ for (const backend of BACKENDS) {
     }
   });
 }
+
+// A move to settling starts the payment's clock at `at`: given as text
+// ("5", from JSON) it was refused naming 'settlingSince', a field the
+// caller never gave, as `current value is 5`, which reads as valid.
+for (const backend of BACKENDS) {
+  Deno.test(`${backend.name}.transition() to settling names an 'at' that is no whole number of milliseconds, as it came`, async () => {
+    const { store, close } = await backend.open();
+    try {
+      const authorized = await store.createIntent({
+        id: "pi_1",
+        state: "authorized",
+        hold: "pending",
+      });
+      for (const [at, shown] of [["5", '"5"'], [undefined, "undefined"]]) {
+        await assert.rejects(
+          store.transition("pi_1", {
+            from: "authorized",
+            to: "settling",
+            version: authorized.version,
+            at,
+          } as never),
+          (error: Error) => {
+            assert.ok(error instanceof TypeError, String(error));
+            assert.equal(
+              error.message,
+              `Cannot move pi_1 as 'at', the 'settlingSince' it sets, must be a whole number of milliseconds: current value is ${shown}`,
+            );
+            return true;
+          },
+        );
+      }
+      assert.equal((await store.getIntent("pi_1"))?.state, "authorized");
+    } finally {
+      await close();
+    }
+  });
+}
