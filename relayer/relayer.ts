@@ -33,6 +33,7 @@ import { planResolution } from "../policy/resolution.ts";
 import { isNotSent, poison } from "../policy/sentinels.ts";
 import {
   INTENT_ID_RULE,
+  intentOrNull,
   isIntentId,
   isRefusal,
   keptText,
@@ -646,17 +647,8 @@ async function storeCall<T>(call: () => Promise<T>): Promise<T> {
  * is acked.
  */
 async function readIntent(store: Store, id: string): Promise<Intent | null> {
-  const intent = await store.getIntent(id);
+  const intent = intentOrNull(id, await store.getIntent(id));
   if (intent === null) return intent;
-  // `undefined` (a `Map`'s get) or a row's text: named as it came, not met
-  // below as "Cannot read properties of undefined".
-  if (typeof intent !== "object") {
-    throw new TypeError(
-      `Cannot read intent ${id} as the store returned ${
-        show(intent)
-      }, not an intent or null: fix the Store's getIntent, and run the store contract (@relayer/poison/testing) against it`,
-    );
-  }
   // Left out, it reads as `undefined`: named here, not met later as
   // "Cannot read properties of undefined (reading 'outcome')". Fields the
   // relayer reads the safe way when left out (`mayHaveSent`: may have

@@ -90,6 +90,23 @@ export function isIntentId(id: unknown): id is string {
   return typeof id === "string" && INTENT_ID.test(id);
 }
 
+/**
+ * What a `Store`'s `getIntent` answered for `id`, refused unless an object
+ * or `null`: `undefined` (a `Map`'s get) or a row's text, from a store of
+ * one's own, named as it came, not met later as "Cannot read properties
+ * of undefined".
+ */
+export function intentOrNull(id: string, intent: unknown): Intent | null {
+  if (intent === null || typeof intent === "object") {
+    return intent as Intent | null;
+  }
+  throw new TypeError(
+    `Cannot read intent ${id} as the store returned ${
+      show(intent)
+    }, not an intent or null: fix the Store's getIntent, and run the store contract (@relayer/poison/testing) against it`,
+  );
+}
+
 /** Checks the fields of a new intent and fills in the defaults. */
 export function newIntentRecord(intent: NewIntent): IntentRecord {
   if (typeof intent !== "object" || intent === null) {

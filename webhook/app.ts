@@ -46,7 +46,12 @@ import { Hono } from "hono";
 import type { Context, MiddlewareHandler } from "hono";
 import { HTTPException } from "hono/http-exception";
 import { matchedRoutes } from "hono/route";
-import { INTENT_ID_RULE, isIntentId, redriveRefusal } from "../store/_rules.ts";
+import {
+  INTENT_ID_RULE,
+  intentOrNull,
+  isIntentId,
+  redriveRefusal,
+} from "../store/_rules.ts";
 import {
   assertOptionNames,
   checkedClock,
@@ -3044,7 +3049,7 @@ export function createApp(deps: AppDeps): WebhookApp {
     const jobId = jobIdOf({ intentId: id, kind: "settle" });
     let read;
     try {
-      const intent = await store.getIntent(id);
+      const intent = intentOrNull(id, await store.getIntent(id));
       read = intent && {
         intent,
         deliveries: await store.deliveries(jobId, now()),
@@ -3135,7 +3140,7 @@ export function createApp(deps: AppDeps): WebhookApp {
     }
     let intent;
     try {
-      intent = await store.getIntent(id);
+      intent = intentOrNull(id, await store.getIntent(id));
     } catch (error) {
       return storeFailed(`read of intent ${id}`, error);
     }
@@ -3555,7 +3560,10 @@ export function createApp(deps: AppDeps): WebhookApp {
       try {
         letter = await store.getDeadLetter(jobId);
         if (letter === null) return noDeadLetter(jobId);
-        intent = await store.getIntent(letter.intentId);
+        intent = intentOrNull(
+          letter.intentId,
+          await store.getIntent(letter.intentId),
+        );
       } catch (error) {
         return storeFailed(`redrive of ${jobId}`, error);
       }
@@ -3780,7 +3788,7 @@ export function createApp(deps: AppDeps): WebhookApp {
     // A job for no intent would only retry "not found" until poisoned.
     let intent;
     try {
-      intent = await store.getIntent(job.intentId);
+      intent = intentOrNull(job.intentId, await store.getIntent(job.intentId));
     } catch (error) {
       return storeFailed(`read of intent ${job.intentId}`, error);
     }
