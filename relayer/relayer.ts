@@ -1428,11 +1428,23 @@ export function createRelayer(options: RelayerOptions): Relayer {
       // Counted before anything is done: a delivery that crashes still used one.
       const count = options.countAs ?? jobId;
       try {
-        n = (await store.admit({
+        const admitted: unknown = await store.admit({
           count,
           ...(claim ? { claim } : {}),
           now: now(),
-        }))!;
+        });
+        if (!Number.isSafeInteger(admitted) || (admitted as number) < 1) {
+          // A count as its driver read it (postgres.js reads an int8 as
+          // text): met later by `decide`, after the send, it failed every
+          // delivery naming a number the caller never gave, and the
+          // payment was never poisoned.
+          throw new TypeError(
+            `Cannot count a delivery of ${jobId} as the store's admit() returned ${
+              show(admitted)
+            }, not a delivery number (an integer >= 1): fix the Store's admit (a count read as text or as a BigInt must be made a number), and run the store contract (@relayer/poison/testing) against it`,
+          );
+        }
+        n = admitted as number;
       } catch (error) {
         if (!(error instanceof BusyError)) throw error;
         // Not counted: copies of this job arriving at once won the count

@@ -219,3 +219,48 @@ for (
     assert.equal(await inner.getDeadLetter("pi_0001/settle"), null);
   });
 }
+
+// A store of one's own whose admit() answers the count as its driver read
+// it (postgres.js reads an int8 as text, other drivers as a BigInt) or
+// not at all: the settle step ran and sent, then every delivery failed on
+// "Cannot decide as 'delivery' must be an integer >= 1", a number the
+// caller never gave; never poisoned, the payment was rescued again and
+// again. Refused now before anything is written or sent.
+for (
+  const [answer, shown] of [
+    ["1", '"1"'],
+    [1n, "1n"],
+    [null, "null"],
+    [0, "0"],
+  ] as const
+) {
+  Deno.test(`createRelayer() refuses a delivery count the store's admit() answered as ${shown}, before anything is sent`, async () => {
+    const inner = new MemoryStore();
+    await inner.createIntent({
+      id: "pi_0001",
+      state: "authorized",
+      hold: "pending",
+    });
+    const store = new Proxy(inner, {
+      get(target, key) {
+        if (key === "admit") return () => Promise.resolve(answer);
+        const value = Reflect.get(target, key, target);
+        return typeof value === "function" ? value.bind(target) : value;
+      },
+    }) as Store;
+    const sender = new ScriptedSender({
+      pi_0001: { sends: [{ txHash: "0xabc" }] },
+    });
+    const relayer = createRelayer({ store, sender, now: () => 0 });
+    await assert.rejects(relayer.deliver(job), (error: Error) => {
+      assert.ok(error instanceof TypeError, String(error));
+      assert.equal(
+        error.message,
+        `Cannot count a delivery of pi_0001/settle as the store's admit() returned ${shown}, not a delivery number (an integer >= 1): fix the Store's admit (a count read as text or as a BigInt must be made a number), and run the store contract (@relayer/poison/testing) against it`,
+      );
+      return true;
+    });
+    assert.equal(sender.calls.length, 0);
+    assert.equal((await inner.getIntent("pi_0001"))?.state, "authorized");
+  });
+}
