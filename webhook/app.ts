@@ -1425,7 +1425,7 @@ export function createApp(deps: AppDeps): WebhookApp {
   if (!Number.isSafeInteger(maxBodyBytes) || maxBodyBytes < 1) {
     throw new RangeError(
       `Cannot create app as 'maxBodyBytes' must be an integer >= 1: current value is ${
-        String(maxBodyBytes)
+        show(maxBodyBytes)
       }`,
     );
   }
@@ -1451,6 +1451,13 @@ export function createApp(deps: AppDeps): WebhookApp {
       `Cannot create app as 'insecureDev' must be true or false: current value is ${
         show(insecureDev)
       }. Leave it out (or false) outside local development`,
+    );
+  }
+  if (typeof sink !== "function") {
+    throw new TypeError(
+      `Cannot create app as 'log' must be a function that takes a line, such as (line) => console.log(line): current value is ${
+        show(sink)
+      }`,
     );
   }
   // One line each, whatever a client put in the text a line quotes.
@@ -1509,9 +1516,17 @@ export function createApp(deps: AppDeps): WebhookApp {
     );
   }
   const { webhookSecret, opsToken } = deps;
-  if (
-    opsToken !== undefined && (typeof opsToken !== "string" || opsToken === "")
-  ) {
+  if (opsToken !== undefined && typeof opsToken !== "string") {
+    // By its type alone: a token is never shown.
+    throw new TypeError(
+      `Cannot create app as 'opsToken' must be a string: current value is ${
+        opsToken === null
+          ? "null"
+          : `a${typeof opsToken === "object" ? "n" : ""} ${typeof opsToken}`
+      }. Set it to a long random secret, or leave it out to keep the ops routes closed`,
+    );
+  }
+  if (opsToken === "") {
     // An empty token would let "Bearer " through.
     throw new TypeError(
       "Cannot create app as 'opsToken' is empty: set it to a long random secret, or leave it out to keep the ops routes closed",
