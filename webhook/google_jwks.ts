@@ -108,6 +108,17 @@ const JWKS_OPTIONS: readonly string[] = Object.keys(
   >,
 );
 
+/** Whether `url` is an absolute http(s) URL, as text or a `URL`. */
+function isHttpUrl(url: unknown): boolean {
+  if (typeof url !== "string" && !(url instanceof URL)) return false;
+  try {
+    const { protocol } = new URL(url);
+    return protocol === "https:" || protocol === "http:";
+  } catch {
+    return false;
+  }
+}
+
 /**
  * A source of Google's signing keys that fetches them once and keeps them
  * for the `max-age` Google sends (at least a minute, at most a day); only
@@ -186,6 +197,22 @@ export function googleJwks(
     fetch: fetcher = globalThis.fetch,
     now: clock = Date.now,
   } = options ?? {};
+  // Checked when built: taken as given, either failed the first push, and
+  // every push after it was refused.
+  if (typeof fetcher !== "function") {
+    throw new TypeError(
+      `Cannot build a Google JWKS source as 'fetch' must be a function such as globalThis.fetch: current value is ${
+        show(fetcher)
+      }`,
+    );
+  }
+  if (!isHttpUrl(url)) {
+    throw new TypeError(
+      `Cannot build a Google JWKS source as 'url' must be an absolute http(s) URL such as ${GOOGLE_CERTS_URL}: current value is ${
+        show(url)
+      }`,
+    );
+  }
   if (typeof clock !== "function") {
     throw new TypeError(
       `Cannot build a Google JWKS source as 'now' must be a function returning milliseconds, such as Date.now: current value is ${

@@ -288,3 +288,37 @@ Deno.test("googleJwks() takes an answer of exactly 64 KiB, streamed in pieces or
     );
   }
 });
+
+// A `fetch` that is no function, or a `url` that is no absolute http(s)
+// URL (a path, a number from a JSON config), was taken at construction
+// and failed on the first Pub/Sub push, every push refused thereafter.
+Deno.test("googleJwks() refuses a fetch that is no function or a url that is no absolute http(s) URL, when built", () => {
+  const refusals: [Record<string, unknown>, string][] = [
+    [
+      { fetch: "fetch" },
+      "Cannot build a Google JWKS source as 'fetch' must be a function such as globalThis.fetch: current value is \"fetch\"",
+    ],
+    [
+      { url: "certs" },
+      "Cannot build a Google JWKS source as 'url' must be an absolute http(s) URL such as https://www.googleapis.com/oauth2/v3/certs: current value is \"certs\"",
+    ],
+    [
+      { url: 5 },
+      "Cannot build a Google JWKS source as 'url' must be an absolute http(s) URL such as https://www.googleapis.com/oauth2/v3/certs: current value is 5",
+    ],
+    [
+      { url: "file:///etc/certs" },
+      "Cannot build a Google JWKS source as 'url' must be an absolute http(s) URL such as https://www.googleapis.com/oauth2/v3/certs: current value is \"file:///etc/certs\"",
+    ],
+  ];
+  for (const [options, message] of refusals) {
+    assert.throws(() => googleJwks(options as never), (error: Error) => {
+      assert.ok(error instanceof TypeError, String(error));
+      assert.equal(error.message, message);
+      return true;
+    });
+  }
+  // A URL object, and a loopback one for tests, are taken.
+  googleJwks({ url: new URL("http://127.0.0.1:9/certs") as never });
+  googleJwks({ url: "http://127.0.0.1:9/certs" });
+});
