@@ -151,7 +151,7 @@ const IN_MILLISECONDS = /^\s*t=\d{13,15},\s*v1=[0-9a-fA-F]{64}\s*$/;
 
 /** Refuses a generic route's secret anyone could find: empty, or short. */
 function checkSecret(secret: unknown, option: string, setting: string): void {
-  if (typeof secret !== "string") {
+  if (secret !== undefined && typeof secret !== "string") {
     // By its type alone: a secret is never shown.
     throw new TypeError(
       `Cannot verify generic deliveries as '${option}' must be a string: current value is ${
@@ -163,7 +163,7 @@ function checkSecret(secret: unknown, option: string, setting: string): void {
       }`,
     );
   }
-  if (secret === "") {
+  if (!secret) {
     // Anyone can compute an HMAC under an empty key.
     throw new TypeError(
       `Cannot verify generic deliveries as '${option}' is empty: set it to the shared secret the sender signs with, or leave it out${

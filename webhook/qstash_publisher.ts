@@ -12,7 +12,7 @@
 
 import { ROUTE_AT_END } from "./_routes.ts";
 import { cutAt, secretMasker } from "../policy/_walk.ts";
-import { assertOptionNames, MAX_TIMER_MS } from "../policy/_validate.ts";
+import { assertOptionNames, MAX_TIMER_MS, show } from "../policy/_validate.ts";
 import { sha256 } from "@noble/hashes/sha2.js";
 import { bytesToHex } from "@noble/hashes/utils.js";
 import { readText } from "../relayer/_read_text.ts";
@@ -181,18 +181,28 @@ export function qstashPublisher(options: QStashPublisherOptions): Publisher {
   ) {
     throw new RangeError(
       `Cannot build a QStash publisher as 'timeoutMs' must be an integer from 1 to 2147483647 (milliseconds): current value is ${
-        String(timeoutMs)
+        show(timeoutMs)
       }`,
     );
   }
   if (!Number.isInteger(retries) || retries < 0 || retries > 100) {
     throw new RangeError(
       `Cannot build a QStash publisher as 'retries' must be an integer in 0..100: current value is ${
-        String(retries)
+        show(retries)
       }`,
     );
   }
-  if (typeof token !== "string" || token === "") {
+  if (token !== undefined && typeof token !== "string") {
+    // By its type alone: a token is never shown.
+    throw new TypeError(
+      `Cannot build a QStash publisher as 'token' must be a string: current value is ${
+        token === null
+          ? "null"
+          : `a${typeof token === "object" ? "n" : ""} ${typeof token}`
+      }. Set QSTASH_TOKEN`,
+    );
+  }
+  if (!token) {
     throw new TypeError(
       "Cannot build a QStash publisher as 'token' is empty: set QSTASH_TOKEN",
     );

@@ -10,7 +10,7 @@
 
 import assert from "node:assert/strict";
 import { MemoryStore, ScriptedSender } from "../../mod.ts";
-import { createApp } from "../../webhook/app.ts";
+import { createApp, qstashPublisher } from "../../webhook/app.ts";
 
 const base = { store: new MemoryStore(), sender: new ScriptedSender({}) };
 
@@ -57,4 +57,41 @@ Deno.test("createApp() names a secret, a log or a body limit of the wrong type, 
     () => createApp({ ...base, webhookSecret: "" }),
     /'webhookSecret' is empty/,
   );
+});
+
+// The same slips in qstashPublisher()'s options: a token that is no
+// string was told it "is empty", and counts given as text showed as
+// numbers. Named by type, and the token never shown.
+Deno.test("qstashPublisher() names a token, retries or timeoutMs of the wrong type, and never the token", () => {
+  const good = { token: "t", publicUrl: "https://relayer.example", retries: 3 };
+  const refusals: [Record<string, unknown>, string][] = [
+    [
+      { token: 123456789 },
+      "Cannot build a QStash publisher as 'token' must be a string: current value is a number. Set QSTASH_TOKEN",
+    ],
+    [
+      { retries: "3" },
+      "Cannot build a QStash publisher as 'retries' must be an integer in 0..100: current value is \"3\"",
+    ],
+    [
+      { timeoutMs: "5000" },
+      "Cannot build a QStash publisher as 'timeoutMs' must be an integer from 1 to 2147483647 (milliseconds): current value is \"5000\"",
+    ],
+  ];
+  for (const [options, message] of refusals) {
+    assert.throws(
+      () => qstashPublisher({ ...good, ...options } as never),
+      (error: Error) => {
+        assert.equal(error.message, message);
+        assert.ok(!error.message.includes("123456789"));
+        return true;
+      },
+    );
+  }
+  for (const token of ["", undefined]) {
+    assert.throws(
+      () => qstashPublisher({ ...good, token } as never),
+      /'token' is empty: set QSTASH_TOKEN/,
+    );
+  }
 });
