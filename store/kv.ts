@@ -610,7 +610,11 @@ export class KvStore implements Store {
     this.#kv = kv;
     this.#group = new GroupCommit(kv);
     this.#reads = new GroupRead(kv);
-    this.#prefix = keyPrefix(options.prefix ?? ["relayer"]);
+    // Only left out is the default: a null (a tenant's prefix not filled
+    // in) would put its intents beside another's.
+    this.#prefix = keyPrefix(
+      options.prefix === undefined ? ["relayer"] : options.prefix,
+    );
     this.#prefixBytes = keyBytes(this.#prefix);
     if (
       options.enqueueOptions !== undefined &&

@@ -534,7 +534,9 @@ Deno.test("KvStore: a dead letter with neither claim, marks nor lease, its answe
 
 Deno.test("KvStore refuses a prefix that is not an array of key parts, and keeps a copy of the one it is given", async () => {
   using kv = await Deno.openKv(":memory:");
-  for (const prefix of ["relayer", 5, [{}], [null]]) {
+  // null too: from a JSON config (a tenant's prefix not filled in), it put
+  // that tenant's intents under the default prefix, beside another's.
+  for (const prefix of ["relayer", 5, [{}], [null], null]) {
     assert.throws(
       () => new KvStore(kv, { prefix: prefix as unknown as KvKey }),
       (error: Error) => {
