@@ -289,7 +289,9 @@ export async function moveKvToPostgres(
       "Cannot move to PostgreSQL as 'sql' is not a postgres.js client: pass the result of postgres(url)",
     );
   }
-  const prefix = options.prefix ?? ["relayer"];
+  // Only left out is the default, as in KvStore: a null would move
+  // another tenant's intents.
+  const prefix = options.prefix === undefined ? ["relayer"] : options.prefix;
   if (!Array.isArray(prefix)) {
     throw new TypeError(
       `Cannot move from Deno KV as 'prefix' must be the KvStore's prefix, an array of key parts such as ["relayer"]: current value is ${

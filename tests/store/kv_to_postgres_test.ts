@@ -1612,3 +1612,27 @@ Deno.test({
       );
     }),
 });
+
+// As KvStore: a prefix of null (a tenant's prefix not filled in) moved the
+// default prefix's intents, another tenant's, in silence.
+Deno.test("moveKvToPostgres() refuses a prefix of null, naming it, before it reads or writes anything", async () => {
+  const kv = {
+    list: () => {
+      throw new Error("no read expected");
+    },
+  } as unknown as KvLike;
+  const sql = Object.assign(() => {
+    throw new Error("no query expected");
+  }, { begin: () => Promise.reject(new Error("no query expected")) });
+  await assert.rejects(
+    moveKvToPostgres(kv, sql as never, { prefix: null as never }),
+    (error: Error) => {
+      assert.ok(error instanceof TypeError, String(error));
+      assert.equal(
+        error.message,
+        `Cannot move from Deno KV as 'prefix' must be the KvStore's prefix, an array of key parts such as ["relayer"]: current value is null`,
+      );
+      return true;
+    },
+  );
+});
