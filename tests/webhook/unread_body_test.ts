@@ -134,3 +134,43 @@ Deno.test("on a real Deno.serve, a route that reads no body answers alike whethe
     await server.shutdown();
   }
 });
+
+Deno.test("on a real Deno.serve, every route that reads no body, by each of its path forms, answers a body over the limit with a Content-Length as it answers it chunked, never 413", async () => {
+  const app = createApp({
+    store: new MemoryStore(),
+    sender: new ScriptedSender({}),
+    opsToken: OPS,
+    log: () => {},
+    redriveTo: { publish: () => Promise.resolve() },
+  });
+  const server = Deno.serve(
+    { hostname: "127.0.0.1", port: 0, onListen: () => {} },
+    app.fetch,
+  );
+  try {
+    const port = server.addr.port;
+    const routes: [string, string][] = [
+      ["GET", "/v1/intents/pi_0404"],
+      ["GET", "/v1/dead-letters"],
+      ["POST", "/v1/dead-letters/pi_0404%2Fsettle/redrive"],
+      ["POST", "/v1/dead-letters/pi_0404/settle/redrive"],
+      ["POST", "/v1/dead-letters/jobs/m-1/unreadable/redrive"],
+      ["DELETE", "/v1/dead-letters/pi_0404%2Fsettle"],
+      ["DELETE", "/v1/dead-letters/pi_0404/settle"],
+      ["DELETE", "/v1/dead-letters/jobs/m-1/unreadable"],
+    ];
+    for (const [method, path] of routes) {
+      const length = await statusOf(port, headOf(method, path), BIG, "length");
+      const chunked = await statusOf(
+        port,
+        headOf(method, path),
+        BIG,
+        "chunked",
+      );
+      assert.notEqual(length, "413", `${method} ${path}`);
+      assert.equal(length, chunked, `${method} ${path}`);
+    }
+  } finally {
+    await server.shutdown();
+  }
+});
