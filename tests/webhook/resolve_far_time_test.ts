@@ -13,6 +13,7 @@
 import assert from "node:assert/strict";
 import { makeApp, OPS } from "./_app.ts";
 import { BACKENDS } from "../_stores.ts";
+import { MemoryStore } from "../../mod.ts";
 
 const FAR = 8_640_000_000_000_001;
 
@@ -54,3 +55,44 @@ for (const backend of BACKENDS) {
     }
   });
 }
+
+Deno.test("a fail of a payment in review names its write-ahead's time as ISO 8601 up to the last instant a Date holds, and in milliseconds past it either way", async () => {
+  const shown: Record<string, string> = {};
+  for (
+    const at of [
+      8_640_000_000_000_000,
+      -8_640_000_000_000_000,
+      -8_640_000_000_000_001,
+    ]
+  ) {
+    const store = new MemoryStore();
+    await store.createIntent({
+      id: "pi_0002",
+      state: "needs_review",
+      hold: "pending",
+      settlingSince: 1_000,
+      broadcasting: at,
+    });
+    const before = await store.getIntent("pi_0002");
+    const { app } = await makeApp({ deps: { store } });
+    const res = await app.request("/v1/intents/pi_0002/resolve", {
+      method: "POST",
+      headers: { authorization: `Bearer ${OPS}` },
+      body: JSON.stringify({
+        to: "failed",
+        version: before?.version,
+        nonceChecked: true,
+      }),
+    });
+    const answer = await res.json();
+    assert.equal(res.status, 409, JSON.stringify(answer));
+    shown[at] = /was begun at (.*) \(by the sending/.exec(answer.detail)?.[1] ??
+      answer.detail;
+  }
+  assert.deepEqual(shown, {
+    "8640000000000000": "+275760-09-13T00:00:00.000Z",
+    "-8640000000000000": "-271821-04-20T00:00:00.000Z",
+    "-8640000000000001":
+      "-8640000000000001 ms since 1970 (past what a Date can show)",
+  });
+});
