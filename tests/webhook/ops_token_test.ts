@@ -30,6 +30,8 @@ Deno.test("createApp() refuses an opsToken no Authorization header can carry, na
       "ops-token-0123456789\t",
       "ops-t\u00f6ken-0123456789",
       "ops-token\r\n-0123456789",
+      "ops-token-0123456789\x7f", // DEL: no header value takes it
+      "ops-token\x7f-0123456789",
     ]
   ) {
     assert.throws(
