@@ -114,3 +114,12 @@ Deno.test("pubsubVerifier() fetches Google's keys for a forger's pushes under a 
   assert.equal(await verify(`Bearer ${await real.token()}`), true);
   assert.equal(google.fetches, 3);
 });
+
+Deno.test("pubsubVerifier() takes a push signed by the second of two keys Google publishes under one kid, without a refetch", async () => {
+  const first = await fakeGoogle();
+  const second = await fakeGoogle(); // another key, the same kid
+  const { google, verify } = verifierOn([...first.jwks, ...second.jwks]);
+  assert.equal(await verify(`Bearer ${await second.token()}`), true);
+  assert.equal(await verify(`Bearer ${await first.token()}`), true);
+  assert.equal(google.fetches, 1, "no refetch: both keys were in hand");
+});
