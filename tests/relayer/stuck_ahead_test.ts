@@ -79,3 +79,31 @@ Deno.test("MemoryStore: within this clock, the waiting reason is as before", asy
     await close();
   }
 });
+
+Deno.test("MemoryStore: a broadcast timed at this clock's very millisecond is no time ahead; one a millisecond later is", async () => {
+  const reasons: Record<string, string | undefined> = {};
+  for (const ahead of [0, 1]) {
+    const { store, close } = await BACKENDS[0]!.open();
+    try {
+      await store.createIntent({
+        id: JOB.intentId,
+        state: "settling",
+        hold: "pending",
+        settlingSince: T + ahead,
+        lastBroadcast: { outcome: "unknown", error: "timeout", at: T + ahead },
+      });
+      const relayer = createRelayer({
+        store,
+        sender: new ScriptedSender({ pi_0001: { sends: [] } }),
+        now: () => T,
+      });
+      reasons[ahead] = (await relayer.deliver(JOB, 1)).reason;
+    } finally {
+      await close();
+    }
+  }
+  assert.deepEqual(reasons, {
+    0: "settling for 0s without tx hash, waiting",
+    1: "settling for 0s without tx hash, waiting (its time is 1ms ahead of this clock)",
+  });
+});
