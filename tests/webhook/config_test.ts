@@ -350,6 +350,13 @@ Deno.test("loadConfig() refuses a policy whose rescue window is shorter than STU
     "STUCK_AFTER",
     /rescue window is 0s .* Raise MAX_DELIVERIES, or lower/,
   );
+  // One delay, BASE itself, below CAP: a higher BASE lengthens it, a
+  // higher CAP does not.
+  refused(
+    { ...base, JITTER: "none", MAX_DELIVERIES: "2" },
+    "STUCK_AFTER",
+    /rescue window is 5s .* Raise MAX_DELIVERIES or BASE, or lower/,
+  );
   // One delay, BASE itself, whatever CAP is; BASE cannot pass CAP.
   refused(
     { ...base, JITTER: "none", MAX_DELIVERIES: "2", BASE: "1m", CAP: "1m" },
