@@ -51,6 +51,7 @@ Deno.test("qstashPublisher() takes no wait past a day from QStash's 429, however
   const cases: [Record<string, string>, string, string][] = [
     [{ "Retry-After": "9".repeat(400) }, "QStash's rate limit", ""],
     [{ "Retry-After": "86401" }, "QStash's rate limit", ""],
+    [{ "Retry-After": "86400.5" }, "QStash's rate limit", ""],
     [
       { "Retry-After": "Fri, 31 Dec 9999 23:59:59 GMT" },
       "QStash's rate limit",
