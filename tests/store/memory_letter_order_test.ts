@@ -34,6 +34,7 @@ const EDGES = [
   "\uff01",
   "\uffff",
   "\u{10000}",
+  "\u{103ff}", // its low surrogate U+DFFF, the last one
   "\u{1f600}",
   "\u{10ffff}",
 ];
@@ -83,4 +84,20 @@ Deno.test("MemoryStore pages the letters of one millisecond in code point order,
     }),
     { numRuns: runs(200) },
   );
+});
+
+Deno.test("MemoryStore answers a cursor past its last letter (the letters after it taken since) with an empty last page, repeating none", async () => {
+  const store = new MemoryStore();
+  await store.putDeadLetter(deadLetter("pi_0001/settle", 6_000));
+  await store.putDeadLetter(deadLetter("pi_0002/settle", 5_000));
+  const first = await store.listDeadLetters({ limit: 1 });
+  assert.deepEqual(first.items.map((letter) => letter.jobId), [
+    "pi_0001/settle",
+  ]);
+  assert.notEqual(first.cursor, null);
+  const taken = await store.getDeadLetter("pi_0002/settle");
+  await store.redrive(taken!.jobId, taken!.version);
+  const next = await store.listDeadLetters({ limit: 1, cursor: first.cursor });
+  assert.deepEqual(next.items, []);
+  assert.equal(next.cursor, null);
 });
