@@ -756,6 +756,21 @@ Deno.test({
   },
 });
 
+Deno.test("openHint() names a missing database whether the server's words come alone or after a prefix", () => {
+  for (
+    const message of [
+      'database "payments" does not exist',
+      'PostgresError: database "payments" does not exist',
+    ]
+  ) {
+    assert.equal(
+      openHint(message, false),
+      " (no database of that name on this server: correct the name in DATABASE_URL, or create it (CREATE DATABASE); one renamed or dropped since the service last ran is missing too)",
+      message,
+    );
+  }
+});
+
 Deno.test("openHint() says what to do when the server's own connection slots are all taken", () => {
   for (
     const message of [
