@@ -1231,6 +1231,34 @@ Deno.test({
 
 Deno.test({
   name:
+    "moveKvToPostgres() names a held lease's expiry as ISO 8601 up to the last time a Date can hold, and no expiry for a lease whose expiresAt is no whole number",
+  ignore: !postgresAvailable,
+  fn: () =>
+    withBoth(async (file, pg) => {
+      await authorized(new KvStore(file.kv));
+      const messages: string[] = [];
+      for (const expiresAt of [8_640_000_000_000_000, "soon"]) {
+        await file.kv.set(["relayer", "lease", "pi_0001"], {
+          owner: "delivery-1",
+          expiresAt,
+        });
+        const error = await moveKvToPostgres(file.kv, pg.sql, {
+          schema: pg.schema,
+          now: () => T0,
+        }).then(() => null, (error) => error);
+        assert.ok(error instanceof BusyError, String(error));
+        messages.push(error.message);
+      }
+      assert.deepEqual(messages, [
+        "Cannot move from Deno KV as a delivery holds the lease of intent pi_0001 until +275760-09-13T00:00:00.000Z: pause the queue (or stop the service), wait for the lease to lapse, then run the move again. Nothing was moved.",
+        "Cannot move from Deno KV as a delivery holds the lease of intent pi_0001: pause the queue (or stop the service), wait for the lease to lapse, then run the move again. Nothing was moved.",
+      ]);
+      assert.equal((await rowCounts(pg.sql, pg.schema)).intents, 0);
+    }),
+});
+
+Deno.test({
+  name:
     "moveKvToPostgres() keeps each count's expiry, and leaves one that lapses at the move's time: PostgreSQL counts as Deno KV did until it lapses",
   ignore: !postgresAvailable,
   fn: () =>
