@@ -57,3 +57,59 @@ Deno.test("bench scripts refuse an unknown flag in one line, exit 2, no stack tr
     );
   }));
 });
+
+Deno.test("bench scripts refuse a flag's bad value in one line, exit 2, no stack trace, before they run anything", async () => {
+  const bench = new URL("../bench/", import.meta.url);
+  const cases: [string, string[], string][] = [
+    [
+      "kv_scale",
+      ["--intents", "9999"],
+      "bench/kv_scale.ts: --intents must be a whole number of at least 10000",
+    ],
+    [
+      "kv_to_postgres",
+      ["--intents", "0"],
+      "bench/kv_to_postgres.ts: --intents must be a whole number of at least 1",
+    ],
+    [
+      "postgres_concurrent",
+      ["--workers", "0"],
+      "bench/postgres_concurrent.ts: --workers must be a whole number of at least 1",
+    ],
+    [
+      "postgres_concurrent",
+      ["--workers", "4", "--writes", "3"],
+      "bench/postgres_concurrent.ts: --writes must be a whole number of at least --workers",
+    ],
+    [
+      "postgres_partition",
+      ["--seconds", "0.5"],
+      "bench/postgres_partition.ts: --seconds must be a number of at least 1",
+    ],
+    [
+      "postgres_scale",
+      ["--intents", "9999"],
+      "bench/postgres_scale.ts: --intents must be a whole number of at least 10000",
+    ],
+    ["simulate", ["--seed", "x"], "simulate: --seed must be an integer: x"],
+  ];
+  await Promise.all(cases.map(async ([name, args, said]) => {
+    const { code, stdout, stderr } = await new Deno.Command(Deno.execPath(), {
+      args: [
+        "run",
+        "--quiet",
+        "--no-prompt",
+        // Refused before anything runs: no permission is asked.
+        new URL(`${name}.ts`, bench).pathname,
+        ...args,
+      ],
+      env: { NO_COLOR: "1" },
+      stdout: "piped",
+      stderr: "piped",
+    }).output();
+    const err = new TextDecoder().decode(stderr);
+    assert.equal(code, 2, `${name}: exit ${code}: ${err}`);
+    assert.equal(new TextDecoder().decode(stdout), "", name);
+    assert.equal(err, `${said}\n`, name);
+  }));
+});
