@@ -314,9 +314,17 @@ Deno.test({
     const url = new URL(await postgresUrl());
     url.username = role;
     url.password = `${role}-pw`;
-    const sql = postgres(url.href, { max: 2, onnotice: () => {} });
+    const sql = postgres(url.href, {
+      max: 2,
+      onnotice: () => {},
+      max_lifetime: null,
+    });
     const store = new PostgresStore(sql, { schema, connectionWaitMs: 1000 });
-    const others = postgres(url.href, { max: 2, onnotice: () => {} });
+    const others = postgres(url.href, {
+      max: 2,
+      onnotice: () => {},
+      max_lifetime: null,
+    });
     try {
       await store.migrate();
       await store.createIntent({
@@ -325,7 +333,11 @@ Deno.test({
         hold: "pending",
       });
       await sql.end();
-      const fresh = postgres(url.href, { max: 2, onnotice: () => {} });
+      const fresh = postgres(url.href, {
+        max: 2,
+        onnotice: () => {},
+        max_lifetime: null,
+      });
       const held = new PostgresStore(fresh, { schema, connectionWaitMs: 1000 });
       // Another client of the role takes both its slots.
       const slots = await Promise.all([others.reserve(), others.reserve()]);
