@@ -23,8 +23,30 @@ const SCRIPTS = [
   "simulate",
 ];
 
+const bench = new URL("../bench/", import.meta.url);
+
+/**
+ * Runs `bench/<name>.ts` with `args` and no permission (flags are read,
+ * and refused, before anything runs: none is asked).
+ */
+async function runBench(name: string, args: string[]) {
+  const { code, stdout, stderr } = await new Deno.Command(Deno.execPath(), {
+    args: [
+      "run",
+      "--quiet",
+      "--no-prompt",
+      new URL(`${name}.ts`, bench).pathname,
+      ...args,
+    ],
+    env: { NO_COLOR: "1" },
+    stdout: "piped",
+    stderr: "piped",
+  }).output();
+  const text = new TextDecoder();
+  return { code, stdout: text.decode(stdout), err: text.decode(stderr) };
+}
+
 Deno.test("bench scripts refuse an unknown flag in one line, exit 2, no stack trace", async () => {
-  const bench = new URL("../bench/", import.meta.url);
   const found = [];
   for await (const entry of Deno.readDir(bench)) {
     if (!entry.name.endsWith(".ts") || entry.name.startsWith("_")) continue;
@@ -34,22 +56,9 @@ Deno.test("bench scripts refuse an unknown flag in one line, exit 2, no stack tr
   // A new script that reads flags joins the list below.
   assert.deepEqual(found.sort(), SCRIPTS);
   await Promise.all(SCRIPTS.map(async (name) => {
-    const { code, stdout, stderr } = await new Deno.Command(Deno.execPath(), {
-      args: [
-        "run",
-        "--quiet",
-        "--no-prompt",
-        // Flags are read before anything runs: no permission is asked.
-        new URL(`${name}.ts`, bench).pathname,
-        "--no-such-flag",
-      ],
-      env: { NO_COLOR: "1" },
-      stdout: "piped",
-      stderr: "piped",
-    }).output();
-    const err = new TextDecoder().decode(stderr);
+    const { code, stdout, err } = await runBench(name, ["--no-such-flag"]);
     assert.equal(code, 2, `${name}: exit ${code}: ${err}`);
-    assert.equal(new TextDecoder().decode(stdout), "", name);
+    assert.equal(stdout, "", name);
     assert.match(
       err,
       /^[\w/:.-]+: Unknown option '--no-such-flag'\n$/,
@@ -59,7 +68,6 @@ Deno.test("bench scripts refuse an unknown flag in one line, exit 2, no stack tr
 });
 
 Deno.test("bench scripts refuse a flag's bad value in one line, exit 2, no stack trace, before they run anything", async () => {
-  const bench = new URL("../bench/", import.meta.url);
   const cases: [string, string[], string][] = [
     [
       "kv_scale",
@@ -94,22 +102,9 @@ Deno.test("bench scripts refuse a flag's bad value in one line, exit 2, no stack
     ["simulate", ["--seed", "x"], "simulate: --seed must be an integer: x"],
   ];
   await Promise.all(cases.map(async ([name, args, said]) => {
-    const { code, stdout, stderr } = await new Deno.Command(Deno.execPath(), {
-      args: [
-        "run",
-        "--quiet",
-        "--no-prompt",
-        // Refused before anything runs: no permission is asked.
-        new URL(`${name}.ts`, bench).pathname,
-        ...args,
-      ],
-      env: { NO_COLOR: "1" },
-      stdout: "piped",
-      stderr: "piped",
-    }).output();
-    const err = new TextDecoder().decode(stderr);
+    const { code, stdout, err } = await runBench(name, args);
     assert.equal(code, 2, `${name}: exit ${code}: ${err}`);
-    assert.equal(new TextDecoder().decode(stdout), "", name);
+    assert.equal(stdout, "", name);
     assert.equal(err, `${said}\n`, name);
   }));
 });
