@@ -13,33 +13,41 @@
 import assert from "node:assert/strict";
 import { makeApp, OPS } from "./_app.ts";
 import { BACKENDS } from "../_stores.ts";
-import { MemoryStore } from "../../mod.ts";
+import { MemoryStore, type Store } from "../../mod.ts";
 
 const FAR = 8_640_000_000_000_001;
+
+/**
+ * An operator's fail of `pi_0002`, in review on `store` with its
+ * write-ahead at `broadcasting`: the answer, and the intent before it.
+ */
+async function failInReview(store: Store, broadcasting: number) {
+  await store.createIntent({
+    id: "pi_0002",
+    state: "needs_review",
+    hold: "pending",
+    settlingSince: 1_000,
+    broadcasting,
+  });
+  const before = await store.getIntent("pi_0002");
+  const { app } = await makeApp({ deps: { store } });
+  const res = await app.request("/v1/intents/pi_0002/resolve", {
+    method: "POST",
+    headers: { authorization: `Bearer ${OPS}` },
+    body: JSON.stringify({
+      to: "failed",
+      version: before?.version,
+      nonceChecked: true,
+    }),
+  });
+  return { res, answer: await res.json(), before };
+}
 
 for (const backend of BACKENDS) {
   Deno.test(`${backend.name}: a fail of a payment in review whose write-ahead is timed past what a Date can hold is refused as a send that may be in flight, naming the time in milliseconds`, async () => {
     const { store, close } = await backend.open();
     try {
-      await store.createIntent({
-        id: "pi_0002",
-        state: "needs_review",
-        hold: "pending",
-        settlingSince: 1_000,
-        broadcasting: FAR,
-      });
-      const before = await store.getIntent("pi_0002");
-      const { app } = await makeApp({ deps: { store } });
-      const res = await app.request("/v1/intents/pi_0002/resolve", {
-        method: "POST",
-        headers: { authorization: `Bearer ${OPS}` },
-        body: JSON.stringify({
-          to: "failed",
-          version: before?.version,
-          nonceChecked: true,
-        }),
-      });
-      const answer = await res.json();
+      const { res, answer, before } = await failInReview(store, FAR);
       assert.equal(res.status, 409, JSON.stringify(answer));
       assert.match(answer.type, /send-in-flight$/);
       assert.match(
@@ -65,26 +73,7 @@ Deno.test("a fail of a payment in review names its write-ahead's time as ISO 860
       -8_640_000_000_000_001,
     ]
   ) {
-    const store = new MemoryStore();
-    await store.createIntent({
-      id: "pi_0002",
-      state: "needs_review",
-      hold: "pending",
-      settlingSince: 1_000,
-      broadcasting: at,
-    });
-    const before = await store.getIntent("pi_0002");
-    const { app } = await makeApp({ deps: { store } });
-    const res = await app.request("/v1/intents/pi_0002/resolve", {
-      method: "POST",
-      headers: { authorization: `Bearer ${OPS}` },
-      body: JSON.stringify({
-        to: "failed",
-        version: before?.version,
-        nonceChecked: true,
-      }),
-    });
-    const answer = await res.json();
+    const { res, answer } = await failInReview(new MemoryStore(), at);
     assert.equal(res.status, 409, JSON.stringify(answer));
     shown[at] = /was begun at (.*) \(by the sending/.exec(answer.detail)?.[1] ??
       answer.detail;
