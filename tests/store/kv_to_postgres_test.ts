@@ -1204,6 +1204,27 @@ Deno.test({
     }),
 });
 
+/**
+ * The move's refusal of `kv` while a delivery holds pi_0001's lease until
+ * `expiresAt` (as Deno KV keeps it, whatever its type).
+ */
+async function heldLeaseRefusal(
+  kv: Deno.Kv,
+  pg: { sql: postgres.Sql; schema: string },
+  expiresAt: unknown,
+): Promise<BusyError> {
+  await kv.set(["relayer", "lease", "pi_0001"], {
+    owner: "delivery-1",
+    expiresAt,
+  });
+  const error = await moveKvToPostgres(kv, pg.sql, {
+    schema: pg.schema,
+    now: () => T0,
+  }).then(() => null, (error) => error);
+  assert.ok(error instanceof BusyError, String(error));
+  return error;
+}
+
 Deno.test({
   name:
     "moveKvToPostgres() refuses a lease held past the last time a Date can hold (a relayer's leaseMs that long, a clock beyond it) as held, with its expiry in milliseconds, not a RangeError",
@@ -1212,15 +1233,7 @@ Deno.test({
     withBoth(async (file, pg) => {
       await authorized(new KvStore(file.kv));
       const expiresAt = 8_640_000_000_000_001;
-      await file.kv.set(["relayer", "lease", "pi_0001"], {
-        owner: "delivery-1",
-        expiresAt,
-      });
-      const error = await moveKvToPostgres(file.kv, pg.sql, {
-        schema: pg.schema,
-        now: () => T0,
-      }).then(() => null, (error) => error);
-      assert.ok(error instanceof BusyError, String(error));
+      const error = await heldLeaseRefusal(file.kv, pg, expiresAt);
       assert.equal(
         error.message,
         `Cannot move from Deno KV as a delivery holds the lease of intent pi_0001 until ${expiresAt} (ms since 1970, past what a Date can show): pause the queue (or stop the service), wait for the lease to lapse, then run the move again. Nothing was moved.`,
@@ -1238,16 +1251,7 @@ Deno.test({
       await authorized(new KvStore(file.kv));
       const messages: string[] = [];
       for (const expiresAt of [8_640_000_000_000_000, "soon"]) {
-        await file.kv.set(["relayer", "lease", "pi_0001"], {
-          owner: "delivery-1",
-          expiresAt,
-        });
-        const error = await moveKvToPostgres(file.kv, pg.sql, {
-          schema: pg.schema,
-          now: () => T0,
-        }).then(() => null, (error) => error);
-        assert.ok(error instanceof BusyError, String(error));
-        messages.push(error.message);
+        messages.push((await heldLeaseRefusal(file.kv, pg, expiresAt)).message);
       }
       assert.deepEqual(messages, [
         "Cannot move from Deno KV as a delivery holds the lease of intent pi_0001 until +275760-09-13T00:00:00.000Z: pause the queue (or stop the service), wait for the lease to lapse, then run the move again. Nothing was moved.",
