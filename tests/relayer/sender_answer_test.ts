@@ -26,6 +26,22 @@ async function answering(answer: unknown) {
   return { store, relayer: createRelayer({ store, sender, now: () => 0 }) };
 }
 
+/**
+ * A first delivery whose Sender answered `answer`: its reason says `why`,
+ * and the send is on record as unknown (it may have left).
+ */
+async function sentAsUnknown(answer: unknown, why: string): Promise<void> {
+  const { store, relayer } = await answering(answer);
+  const outcome = await relayer.deliver(job, 1);
+  assert.equal(outcome.reason, `send: ${why}`);
+  const intent = await store.getIntent("pi_0001");
+  assert.deepEqual(intent?.lastBroadcast, {
+    outcome: "unknown",
+    at: 0,
+    error: why,
+  });
+}
+
 for (
   const [answer, shown] of [
     [undefined, "undefined"],
@@ -34,17 +50,10 @@ for (
   ] as const
 ) {
   Deno.test(`createRelayer() says a Sender answered ${shown}, not { txHash }, and takes the send as unknown`, async () => {
-    const { store, relayer } = await answering(answer);
-    const outcome = await relayer.deliver(job, 1);
-    const why =
-      `sender returned ${shown}, not { txHash }: return the tx hash as { txHash: "0x…" }`;
-    assert.equal(outcome.reason, `send: ${why}`);
-    const intent = await store.getIntent("pi_0001");
-    assert.deepEqual(intent?.lastBroadcast, {
-      outcome: "unknown",
-      at: 0,
-      error: why,
-    });
+    await sentAsUnknown(
+      answer,
+      `sender returned ${shown}, not { txHash }: return the tx hash as { txHash: "0x…" }`,
+    );
   });
 }
 
@@ -119,17 +128,10 @@ for (
   ] as const
 ) {
   Deno.test(`createRelayer() names a txHash of ${shown}, says what to return, and takes the send as unknown`, async () => {
-    const { store, relayer } = await answering({ txHash });
-    const outcome = await relayer.deliver(job, 1);
-    const why =
-      `sender returned no txHash: ${shown}; return the tx hash as { txHash: "0x…" }`;
-    assert.equal(outcome.reason, `send: ${why}`);
-    const intent = await store.getIntent("pi_0001");
-    assert.deepEqual(intent?.lastBroadcast, {
-      outcome: "unknown",
-      at: 0,
-      error: why,
-    });
+    await sentAsUnknown(
+      { txHash },
+      `sender returned no txHash: ${shown}; return the tx hash as { txHash: "0x…" }`,
+    );
   });
 }
 
