@@ -300,9 +300,9 @@ export function hmacVerifier(
  * ```
  */
 export interface QStashKeys {
-  /** `QSTASH_CURRENT_SIGNING_KEY`. */
+  /** `QSTASH_CURRENT_SIGNING_KEY` (16 characters or more, as QStash's are). */
   readonly currentSigningKey: string;
-  /** `QSTASH_NEXT_SIGNING_KEY`, accepted too so a key rotation drops nothing. */
+  /** `QSTASH_NEXT_SIGNING_KEY`, accepted too so a key rotation drops nothing (16 characters or more). */
   readonly nextSigningKey: string;
   /** The URL QStash delivers to, exactly as published (`PUBLIC_URL` + the route). */
   readonly url: string;
@@ -452,6 +452,15 @@ export function qstashVerifier(
       // The Receiver would fall back to QSTASH_* in the environment.
       throw new TypeError(
         `Cannot verify QStash deliveries as '${key}' is empty: copy it from the QStash console's signing keys`,
+      );
+    }
+    if (keys[key].length < MIN_SECRET) {
+      // An HS256 key, as the generic route's secret is: found by trying,
+      // it signs any delivery. QStash's own are longer. Never echoed.
+      throw new TypeError(
+        `Cannot verify QStash deliveries as '${key}' is ${
+          keys[key].length
+        } characters long: a key that short can be found by trying, and whoever finds it signs any delivery. Copy the whole key from the QStash console's signing keys (the service's QSTASH_* settings have the same rule)`,
       );
     }
   }

@@ -1346,8 +1346,8 @@ function messageNote(
  * @throws {TypeError} If a route's keys are empty, short or incomplete: a
  * `webhookSecret` or `opsToken` empty or under 16 characters (the
  * service's rule), an `opsToken` no header can carry (a space or line
- * break at an end, a character outside printable ASCII), an empty QStash
- * signing key, a QStash
+ * break at an end, a character outside printable ASCII), a QStash
+ * signing key empty or under 16 characters, a QStash
  * `url` that is not an http(s) URL, `pubsub` without its
  * `serviceAccount` or `audience`, `pubsubDeadLetter` with `pubsub`'s
  * audience, or an `opsToken` equal to a signing secret; or if

@@ -7,6 +7,8 @@
 
 import assert from "node:assert/strict";
 import { qstashVerifier, timingSafeEqual } from "../../webhook/_auth.ts";
+import { createApp } from "../../webhook/app.ts";
+import { MemoryStore, ScriptedSender } from "../../mod.ts";
 import { QSTASH, signQStash } from "./_signing.ts";
 
 const body = JSON.stringify({ intentId: "pi_0001", kind: "settle" });
@@ -119,4 +121,39 @@ Deno.test("qstashVerifier() refuses a token whose jti is over 200 characters or 
       assert.match(answer.detail, /no usable 'jti' and 'exp'/, name);
     }
   }
+});
+
+Deno.test("createApp() refuses a QStash signing key shorter than 16 characters, current or next, as the service's QSTASH_* settings are: a forger who guesses it signs any delivery", async () => {
+  // What a forger would send had "dev-key" been taken: a token HS256-signed
+  // with the guessed key, for this route's URL and this body.
+  const guessed = await signQStash(body, { key: "dev-key" });
+  for (const key of ["currentSigningKey", "nextSigningKey"] as const) {
+    const qstash = { ...QSTASH, [key]: "dev-key" };
+    assert.throws(
+      () => qstashVerifier(qstash),
+      (error) =>
+        error instanceof TypeError &&
+        error.message ===
+          `Cannot verify QStash deliveries as '${key}' is 7 characters long: a key that short can be found by trying, and whoever finds it signs any delivery. Copy the whole key from the QStash console's signing keys (the service's QSTASH_* settings have the same rule)` &&
+        !error.message.includes("dev-key"),
+      key,
+    );
+    assert.throws(
+      () =>
+        createApp({
+          store: new MemoryStore(),
+          sender: new ScriptedSender({}),
+          qstash,
+        }),
+      TypeError,
+      key,
+    );
+  }
+  // At 16 characters a key is taken, and a token under another is refused.
+  const verify = qstashVerifier({ ...QSTASH, nextSigningKey: "k".repeat(16) });
+  assert.equal((await verify(guessed, body)).ok, false);
+  assert.equal(
+    (await verify(await signQStash(body, { key: "k".repeat(16) }), body)).ok,
+    true,
+  );
 });
