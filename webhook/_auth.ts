@@ -309,6 +309,45 @@ export interface QStashKeys {
 }
 
 /**
+ * QStash signing keys anyone can read: the dev server's in `@upstash/qstash`
+ * (the QStash CLI's `dev`) and `deno task qstash-local`'s, printed for
+ * copying. A local QStash delivers to this machine, so they are taken only
+ * for a URL on it.
+ */
+const PUBLISHED_QSTASH_KEYS: ReadonlySet<string> = new Set([
+  "sig_7kYjw48mhY7kAjqNGcy6cr29RJ6r",
+  "sig_5ZB6DVzB1wjE8S6rZ7eenA8Pdnhs",
+  "sig_local_current_0123456789",
+  "sig_local_next_0123456789",
+]);
+
+/** Whether `url` names this machine: localhost, 127.0.0.0/8 or [::1]. */
+function onLoopback(url: string): boolean {
+  let host: string;
+  try {
+    host = new URL(url).hostname;
+  } catch {
+    return false;
+  }
+  return host === "localhost" || host.endsWith(".localhost") ||
+    host === "[::1]" || /^127\.\d{1,3}\.\d{1,3}\.\d{1,3}$/.test(host);
+}
+
+/**
+ * Which of two QStash signing keys anyone can read, if one is and `url`
+ * (where QStash delivers) is not on this machine: a forger signs with it.
+ */
+export function publishedQStashKey<K extends string>(
+  keys: Readonly<Record<K, string | undefined>>,
+  url: string,
+): K | undefined {
+  if (onLoopback(url)) return undefined;
+  return (Object.keys(keys) as K[]).find((name) =>
+    PUBLISHED_QSTASH_KEYS.has(keys[name] ?? "")
+  );
+}
+
+/**
  * The most characters a signed token's header may carry beyond twice the
  * URL or audience the token names: QStash's and Google's tokens are well
  * under a kilobyte besides it. A longer one is refused unread, so a forged
@@ -471,6 +510,15 @@ export function qstashVerifier(
       `Cannot verify QStash deliveries as 'url' is not an http(s) URL: set it to the public URL QStash calls for this route: current value is ${
         JSON.stringify(keys.url)
       }`,
+    );
+  }
+  const published = publishedQStashKey({
+    currentSigningKey: keys.currentSigningKey,
+    nextSigningKey: keys.nextSigningKey,
+  }, keys.url);
+  if (published !== undefined) {
+    throw new TypeError(
+      `Cannot verify QStash deliveries as '${published}' is a published key (a local QStash's, which anyone can read) and 'url' is not on this machine: anyone could sign a delivery to ${keys.url}. Copy both keys from the QStash console's signing keys`,
     );
   }
   const receiver = new Receiver({

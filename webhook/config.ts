@@ -6,7 +6,7 @@
  *
  * | variable | meaning |
  * |---|---|
- * | `QSTASH_CURRENT_SIGNING_KEY`, `QSTASH_NEXT_SIGNING_KEY` | QStash's signing keys (both, or neither; no space or line break at either end) |
+ * | `QSTASH_CURRENT_SIGNING_KEY`, `QSTASH_NEXT_SIGNING_KEY` | QStash's signing keys (both, or neither; no space or line break at either end; a local QStash's published keys only with a `PUBLIC_URL` on loopback) |
  * | `PUBLIC_URL` | the service's public base URL, without a route (`/v1/qstash`), a query or a fragment; QStash signs `PUBLIC_URL/v1/qstash` |
  * | `PUBSUB_AUDIENCE` | the OIDC audience of the Pub/Sub push subscription |
  * | `PUBSUB_SERVICE_ACCOUNT` | the service account Pub/Sub pushes as (required with `PUBSUB_AUDIENCE`) |
@@ -70,7 +70,7 @@ import {
 } from "../policy/_cloudflare_retention.ts";
 import type { QueueLimits } from "../policy/queue.ts";
 import type { AppDeps } from "./app.ts";
-import { MIN_SECRET, type PubSubKeys } from "./_auth.ts";
+import { MIN_SECRET, publishedQStashKey, type PubSubKeys } from "./_auth.ts";
 import { CLAIM_GRACE_MS } from "../store/_rules.ts";
 import { DEFAULT_CLOCK_SKEW_MS as RELAYER_CLOCK_SKEW_MS } from "../relayer/_options.ts";
 import { DEFAULT_LEASE_MS } from "../relayer/_sends.ts";
@@ -1205,6 +1205,17 @@ export function loadConfig(
     throw new ConfigError(
       "PUBLIC_URL",
       "PUBLIC_URL is missing: QStash signs the URL it delivers to, so set the service's public base URL",
+    );
+  }
+  const published = publicUrl === undefined ? undefined : publishedQStashKey({
+    QSTASH_CURRENT_SIGNING_KEY: current,
+    QSTASH_NEXT_SIGNING_KEY: next,
+  }, publicUrl);
+  if (published !== undefined) {
+    // A local QStash's keys, copied to a service others can reach.
+    throw new ConfigError(
+      published,
+      `${published} is a published key (a local QStash's: the QStash CLI dev server's, or deno task qstash-local's), which anyone can sign with, and PUBLIC_URL is not on this machine: copy both signing keys from the QStash console`,
     );
   }
   const audience = audienceIn(env, "PUBSUB_AUDIENCE");

@@ -10,6 +10,7 @@ import { qstashVerifier, timingSafeEqual } from "../../webhook/_auth.ts";
 import { createApp } from "../../webhook/app.ts";
 import { MemoryStore, ScriptedSender } from "../../mod.ts";
 import { QSTASH, signQStash } from "./_signing.ts";
+import { refusal, refusedSetting } from "./_config.ts";
 
 const body = JSON.stringify({ intentId: "pi_0001", kind: "settle" });
 
@@ -156,4 +157,75 @@ Deno.test("createApp() refuses a QStash signing key shorter than 16 characters, 
     (await verify(await signQStash(body, { key: "k".repeat(16) }), body)).ok,
     true,
   );
+});
+
+Deno.test("a QStash signing key anyone can read (a local QStash's) is refused for a URL off this machine, by createApp and at start, and taken on loopback: a forger signs with it", async () => {
+  const published = [
+    // @upstash/qstash's dev server (the QStash CLI's `dev`).
+    ["sig_7kYjw48mhY7kAjqNGcy6cr29RJ6r", "sig_5ZB6DVzB1wjE8S6rZ7eenA8Pdnhs"],
+    // deno task qstash-local's, printed for copying.
+    ["sig_local_current_0123456789", "sig_local_next_0123456789"],
+  ] as const;
+  for (const [current, next] of published) {
+    for (
+      const keys of [
+        { currentSigningKey: current, nextSigningKey: QSTASH.nextSigningKey },
+        { currentSigningKey: QSTASH.currentSigningKey, nextSigningKey: next },
+      ]
+    ) {
+      const which = keys.currentSigningKey === current
+        ? "currentSigningKey"
+        : "nextSigningKey";
+      assert.throws(
+        () =>
+          createApp({
+            store: new MemoryStore(),
+            sender: new ScriptedSender({}),
+            qstash: { ...keys, url: QSTASH.url },
+          }),
+        (error) =>
+          error instanceof TypeError &&
+          error.message ===
+            `Cannot verify QStash deliveries as '${which}' is a published key (a local QStash's, which anyone can read) and 'url' is not on this machine: anyone could sign a delivery to ${QSTASH.url}. Copy both keys from the QStash console's signing keys` &&
+          !error.message.includes(current) && !error.message.includes(next),
+        `${which} ${current}`,
+      );
+      // On loopback, where a local QStash delivers, it is taken.
+      const url = "http://127.0.0.1:8000/v1/qstash";
+      const verify = qstashVerifier({ ...keys, url });
+      const token = await signQStash(body, { key: current, url });
+      assert.equal(
+        (await verify(token, body)).ok,
+        which === "currentSigningKey",
+      );
+    }
+    const env = {
+      SENDER_URL: "http://127.0.0.1:9000",
+      QSTASH_CURRENT_SIGNING_KEY: current,
+      QSTASH_NEXT_SIGNING_KEY: next,
+    };
+    for (
+      const publicUrl of ["https://relayer.example.com", "http://10.0.0.5:8000"]
+    ) {
+      const error = refusal({ ...env, PUBLIC_URL: publicUrl });
+      assert.equal(error.setting, "QSTASH_CURRENT_SIGNING_KEY", publicUrl);
+      assert.equal(
+        error.message,
+        "QSTASH_CURRENT_SIGNING_KEY is a published key (a local QStash's: the QStash CLI dev server's, or deno task qstash-local's), which anyone can sign with, and PUBLIC_URL is not on this machine: copy both signing keys from the QStash console",
+      );
+    }
+    for (
+      const publicUrl of [
+        "http://127.0.0.1:8000",
+        "http://localhost:8000",
+        "http://[::1]:8000",
+      ]
+    ) {
+      assert.equal(
+        refusedSetting({ ...env, PUBLIC_URL: publicUrl }),
+        null,
+        publicUrl,
+      );
+    }
+  }
 });
