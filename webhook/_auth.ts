@@ -322,7 +322,7 @@ const PUBLISHED_QSTASH_KEYS: ReadonlySet<string> = new Set([
 ]);
 
 /** Whether `url` names this machine: localhost, 127.0.0.0/8 or [::1]. */
-function onLoopback(url: string): boolean {
+export function onLoopback(url: string): boolean {
   let host: string;
   try {
     host = new URL(url).hostname;
@@ -331,6 +331,24 @@ function onLoopback(url: string): boolean {
   }
   return host === "localhost" || host.endsWith(".localhost") ||
     host === "[::1]" || /^127\.\d{1,3}\.\d{1,3}\.\d{1,3}$/.test(host);
+}
+
+/**
+ * The shared secrets the docs give for a local run (the README's, routes.md's
+ * and webhook.md's `WEBHOOK_SECRET` and `OPS_TOKEN`): anyone can read them.
+ */
+const PUBLISHED_SECRETS: ReadonlySet<string> = new Set([
+  "local-secret-0123456789",
+  "local-ops-token-0123456789",
+]);
+
+/** Which of `secrets` is one the docs give for a local run, if any. */
+export function publishedSecret<K extends string>(
+  secrets: Readonly<Record<K, string | undefined>>,
+): K | undefined {
+  return (Object.keys(secrets) as K[]).find((name) =>
+    PUBLISHED_SECRETS.has(secrets[name] ?? "")
+  );
 }
 
 /**

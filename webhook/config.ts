@@ -13,9 +13,9 @@
  * | `PUBSUB_DEAD_LETTER_AUDIENCE` | the OIDC audience of the push subscription on the dead-letter topic (`POST /v1/pubsub/dead-letter`); not `PUBSUB_AUDIENCE`'s |
  * | `QSTASH_TOKEN` | publish jobs (`POST /v1/jobs`, redrive) through QStash, with `QSTASH_RETRIES` and the failure callback |
  * | `QSTASH_URL` | optional: QStash's API base, without `/v2/publish` (default `https://qstash.upstash.io`) |
- * | `WEBHOOK_SECRET` | the HMAC secret of `POST /v1/deliveries` (16+ characters, no space or line break at either end) |
+ * | `WEBHOOK_SECRET` | the HMAC secret of `POST /v1/deliveries` (16+ characters, no space or line break at either end; not the docs' local-run value on Deno Deploy or with a `PUBLIC_URL` off this machine) |
  * | `WEBHOOK_SECRET_NEXT` | optional: a second secret the route also takes while the senders move to it (a rotation) |
- * | `OPS_TOKEN` | the bearer token of the ops routes (16+ characters), not equal to any signing secret or `QSTASH_TOKEN` |
+ * | `OPS_TOKEN` | the bearer token of the ops routes (16+ characters), not equal to any signing secret or `QSTASH_TOKEN`, nor the docs' local-run value on Deno Deploy or with a `PUBLIC_URL` off this machine |
  * | `SENDER_URL` | the signer service (`POST /send`, `GET /receipt/:txHash`) |
  * | `SENDER_TIMEOUT` | optional: how long a signer call may take (default `10s`; a duration, as the policy's below) |
  * | `KV_PATH` / `KV_URL` | a SQLite file (default `./data/relayer.kv`) or a KV Connect URL |
@@ -70,7 +70,13 @@ import {
 } from "../policy/_cloudflare_retention.ts";
 import type { QueueLimits } from "../policy/queue.ts";
 import type { AppDeps } from "./app.ts";
-import { MIN_SECRET, publishedQStashKey, type PubSubKeys } from "./_auth.ts";
+import {
+  MIN_SECRET,
+  onLoopback,
+  publishedQStashKey,
+  publishedSecret,
+  type PubSubKeys,
+} from "./_auth.ts";
 import { CLAIM_GRACE_MS } from "../store/_rules.ts";
 import { DEFAULT_CLOCK_SKEW_MS as RELAYER_CLOCK_SKEW_MS } from "../relayer/_options.ts";
 import { DEFAULT_LEASE_MS } from "../relayer/_sends.ts";
@@ -1321,6 +1327,24 @@ export function loadConfig(
     ["QSTASH_TOKEN", qstashToken],
   ] as const;
   refuseReusedOpsToken(opsToken, signing);
+  // Copied from the docs' local run to a service others reach: whoever
+  // read the docs signs its deliveries and holds its ops routes.
+  const reached = onDeploy
+    ? "on Deno Deploy"
+    : publicUrl !== undefined && !onLoopback(publicUrl)
+    ? "reached at PUBLIC_URL, off this machine"
+    : undefined;
+  const copied = reached === undefined ? undefined : publishedSecret({
+    WEBHOOK_SECRET: webhookSecret,
+    WEBHOOK_SECRET_NEXT: webhookSecretNext,
+    OPS_TOKEN: opsToken,
+  });
+  if (copied !== undefined) {
+    throw new ConfigError(
+      copied,
+      `${copied} is a value the docs give for a local run, which anyone can read, and this service is ${reached}: generate a random one, such as with: openssl rand -base64 32`,
+    );
+  }
 
   const insecureDev = flag(env, "RELAYER_INSECURE_DEV");
   if (qstashToken !== undefined && current === undefined && !insecureDev) {

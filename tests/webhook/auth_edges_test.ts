@@ -229,3 +229,55 @@ Deno.test("a QStash signing key anyone can read (a local QStash's) is refused fo
     }
   }
 });
+
+Deno.test("the secrets the docs give for a local run are refused at start on Deno Deploy or with a PUBLIC_URL off this machine, and taken on loopback: a forger signs deliveries and opens the ops routes with them", () => {
+  const local = {
+    SENDER_URL: "http://127.0.0.1:9000",
+    WEBHOOK_SECRET: "local-secret-0123456789",
+    OPS_TOKEN: "local-ops-token-0123456789",
+  };
+  const keys = {
+    QSTASH_CURRENT_SIGNING_KEY: QSTASH.currentSigningKey,
+    QSTASH_NEXT_SIGNING_KEY: QSTASH.nextSigningKey,
+  };
+  const deploy = {
+    DENO_DEPLOYMENT_ID: "deployment",
+    DENO_KV_DEFAULT_PATH: "https://kv.example.test/databases/db/connect",
+  };
+  const where: [string, Record<string, string>][] = [
+    ["on Deno Deploy", deploy],
+    [
+      "reached at PUBLIC_URL, off this machine",
+      { ...keys, PUBLIC_URL: "https://relayer.example.com" },
+    ],
+  ];
+  for (const [place, env] of where) {
+    for (
+      const [setting, value] of [
+        ["WEBHOOK_SECRET", local.WEBHOOK_SECRET],
+        ["WEBHOOK_SECRET_NEXT", local.WEBHOOK_SECRET],
+        ["OPS_TOKEN", local.OPS_TOKEN],
+      ] as const
+    ) {
+      const own = {
+        SENDER_URL: local.SENDER_URL,
+        WEBHOOK_SECRET: "own-secret-0123456789abcdef",
+        OPS_TOKEN: "own-ops-token-0123456789abcdef",
+        ...env,
+        [setting]: value,
+      };
+      const error = refusal(own);
+      assert.equal(error.setting, setting, `${setting} ${place}`);
+      assert.equal(
+        error.message,
+        `${setting} is a value the docs give for a local run, which anyone can read, and this service is ${place}: generate a random one, such as with: openssl rand -base64 32`,
+      );
+    }
+  }
+  // On loopback, as the docs run it, they are taken.
+  assert.equal(refusedSetting(local), null);
+  assert.equal(
+    refusedSetting({ ...local, ...keys, PUBLIC_URL: "http://127.0.0.1:8000" }),
+    null,
+  );
+});
