@@ -1347,7 +1347,8 @@ function messageNote(
  * `webhookSecret` or `opsToken` empty or under 16 characters (the
  * service's rule), an `opsToken` no header can carry (a space or line
  * break at an end, a character outside printable ASCII), a QStash
- * signing key empty or under 16 characters, a QStash
+ * signing key empty or under 16 characters, or a local QStash's published
+ * key (which anyone can sign with) for a `url` off this machine, a QStash
  * `url` that is not an http(s) URL, `pubsub` without its
  * `serviceAccount` or `audience`, `pubsubDeadLetter` with `pubsub`'s
  * audience, or an `opsToken` equal to a signing secret; or if
