@@ -111,3 +111,30 @@ Deno.test("the docs' npm install lines of a pinned package save it exact (--save
   assert.ok(checked > 0, "no npm install line checked");
   assert.deepEqual(ranged, []);
 });
+
+Deno.test("docs/queues.md's first Cloudflare deploy installs the Wrangler wrangler-check runs, exact, before its steps run wrangler", async () => {
+  const check = await Deno.readTextFile(`${ROOT}tools/wrangler_check.ts`);
+  const version = /WRANGLER_VERSION = "([^"]+)"/.exec(check)?.[1];
+  assert.ok(version, "tools/wrangler_check.ts pins no WRANGLER_VERSION");
+  const text = await Deno.readTextFile(`${ROOT}docs/queues.md`);
+  const start = text.indexOf("### Deploying to Cloudflare the first time");
+  assert.ok(start >= 0, "docs/queues.md lost its first-deploy heading");
+  const section = text.slice(start).split(/\n#{2,3} /)[0]!;
+  const wrangler = installs(section).filter(({ spec }) =>
+    /^wrangler(?:@|$)/.test(spec)
+  );
+  assert.deepEqual(
+    wrangler.map(({ spec, flags }) => ({
+      spec,
+      exact: flags.includes("--save-exact") || flags.includes("-E"),
+    })),
+    [{ spec: `wrangler@${version}`, exact: true }],
+    "the steps run wrangler, so they must install the one the checks ran",
+  );
+  const firstRun = section.search(/`(?:npx )?wrangler (?!@)[a-z]/);
+  const install = section.indexOf(`wrangler@${version}`);
+  assert.ok(
+    install >= 0 && install < firstRun,
+    "Wrangler is installed after a step runs it",
+  );
+});
