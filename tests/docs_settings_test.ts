@@ -305,3 +305,19 @@ Deno.test("the start's refusal docs/routes.md quotes is what the service says, w
   assert.ok(said, `no MAX_DELIVERIES gives a window of ${quoted[2]}`);
   assert.ok(quotes(quoted[1]!, said), `${quoted[1]}\n  is not\n${said}`);
 });
+
+Deno.test("docs/routes.md tells a Deno Deploy user to leave KV_PATH out, as loadConfig opens it there in place of the attached database", async () => {
+  const deploy = {
+    ...base,
+    DENO_DEPLOYMENT_ID: "deployment",
+    DENO_KV_DEFAULT_PATH: "https://kv.example.test/databases/db/connect",
+  };
+  assert.deepEqual(loadConfig(deploy).kv, { platform: true });
+  for (const path of [":memory:", "./data/relayer.kv"]) {
+    assert.deepEqual(loadConfig({ ...deploy, KV_PATH: path }).kv, { path });
+  }
+  const doc = (await Deno.readTextFile(new URL("docs/routes.md", ROOT)))
+    .replace(/\s+/g, " ");
+  assert.match(doc, /leave `KV_PATH` out of Deploy's variables/);
+  assert.match(doc, /The start does not refuse it there/);
+});
