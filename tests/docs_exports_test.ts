@@ -63,3 +63,20 @@ Deno.test("CI lints and renders the docs of every entry point deno.json exports,
     assert.deepEqual(missing, [], `${what} leaves out: ${line}`);
   }
 });
+
+Deno.test("README.md's Deno Deploy line says main.ts is deployed from a clone, as deno.json publishes no main.ts", async () => {
+  const { publish } = JSON.parse(
+    await Deno.readTextFile(new URL("deno.json", ROOT)),
+  ) as { publish: { include: string[] } };
+  assert.ok(
+    !publish.include.includes("main.ts"),
+    "deno.json now publishes main.ts: README.md's Deploy line can drop 'From a clone'",
+  );
+  const readme = (await Deno.readTextFile(new URL("README.md", ROOT)))
+    .replace(/\s+/g, " ");
+  const deploy = readme.slice(readme.indexOf("**Deno Deploy + QStash.**"));
+  assert.match(
+    deploy.slice(0, deploy.indexOf("(docs/routes.md")),
+    /From a clone \(`main\.ts` is not in the package\)/,
+  );
+});
