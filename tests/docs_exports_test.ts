@@ -80,3 +80,49 @@ Deno.test("README.md's Deno Deploy line says main.ts is deployed from a clone, a
     /From a clone \(`main\.ts` is not in the package\)/,
   );
 });
+
+Deno.test("docs/api.md has the clone's package.json removed once packed, as Deno then looks for the npm imports in node_modules and the clone's tasks fail", async () => {
+  const api = await Deno.readTextFile(new URL("docs/api.md", ROOT));
+  const text = [...api.matchAll(/```json\n([\s\S]*?)```/g)]
+    .map(([, block]) => block!)
+    .find((block) => JSON.parse(block).exports !== undefined);
+  assert.ok(text, "docs/api.md gives no package.json for the tarball");
+  const dir = await Deno.makeTempDir({ prefix: "relayer_pack_" });
+  try {
+    for (const file of ["deno.json", "deno.lock"]) {
+      await Deno.copyFile(new URL(file, ROOT), `${dir}/${file}`);
+    }
+    await Deno.writeTextFile(
+      `${dir}/x.ts`,
+      'import { utf8ToBytes } from "@noble/hashes/utils.js";\nutf8ToBytes("x");\n',
+    );
+    const run = async () => {
+      const { success, stderr } = await new Deno.Command(Deno.execPath(), {
+        args: ["run", "--quiet", "x.ts"],
+        cwd: dir,
+        env: { NO_COLOR: "1" },
+        stdout: "null",
+        stderr: "piped",
+      }).output();
+      return { success, stderr: new TextDecoder().decode(stderr) };
+    };
+    assert.equal(
+      (await run()).success,
+      true,
+      "x.ts fails without package.json",
+    );
+    await Deno.writeTextFile(`${dir}/package.json`, text);
+    const beside = await run();
+    assert.equal(beside.success, false);
+    const quoted = 'Could not find "@noble/hashes" in a node_modules folder';
+    assert.ok(beside.stderr.includes(quoted), beside.stderr);
+    assert.ok(
+      api.replace(/\s+/g, " ").includes(
+        `Then remove that \`package.json\` from the clone (or pack from a copy of it): while it sits beside \`deno.json\`, Deno looks for the npm imports in a \`node_modules\` folder, and the clone's tasks fail (\`${quoted}\`)`,
+      ),
+      "docs/api.md does not say to remove the clone's package.json once packed",
+    );
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+});
