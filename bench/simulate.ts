@@ -564,6 +564,18 @@ if (import.meta.main) {
   if (!Number.isInteger(seed)) {
     refuseArgs("simulate", `--seed must be an integer: ${values.seed}`);
   }
+  // Refused before the run: the task may write under docs/ only, and a
+  // refusal after a minute of simulation would lose it.
+  if (
+    values.out !== undefined &&
+    (await Deno.permissions.query({ name: "write", path: values.out }))
+        .state !== "granted"
+  ) {
+    refuseArgs(
+      "simulate",
+      `--out ${values.out}: this run may not write there (deno task simulate writes under docs/ only): give a path in docs/, such as docs/seed${seed}.csv`,
+    );
+  }
   const started = performance.now();
   const rows = simulate({ seed });
   const seconds = (performance.now() - started) / 1000;

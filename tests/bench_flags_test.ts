@@ -100,6 +100,11 @@ Deno.test("bench scripts refuse a flag's bad value in one line, exit 2, no stack
       "bench/postgres_scale.ts: --intents must be a whole number of at least 10000",
     ],
     ["simulate", ["--seed", "x"], "simulate: --seed must be an integer: x"],
+    [
+      "simulate",
+      ["--seed", "7", "--out", "seed7.csv"],
+      "simulate: --out seed7.csv: this run may not write there (deno task simulate writes under docs/ only): give a path in docs/, such as docs/seed7.csv",
+    ],
   ];
   await Promise.all(cases.map(async ([name, args, said]) => {
     const { code, stdout, err } = await runBench(name, args);
