@@ -461,6 +461,18 @@ const UNREAD_BODY_ROUTES: ReadonlySet<string> = new Set([
 ]);
 
 /**
+ * The ops routes that read a body, as `<method> <pattern>`: one over the
+ * limit by its Content-Length is refused 413 only once its token passed,
+ * as the same body sent chunked is (the token is checked before the body
+ * is read), so an unauthenticated caller learns 401 either way.
+ */
+const OPS_BODY_ROUTES: ReadonlySet<string> = new Set([
+  "POST /v1/intents",
+  "POST /v1/intents/:id/resolve",
+  "POST /v1/jobs",
+]);
+
+/**
  * The routes QStash calls. QStash retries anything but 2xx (a 413 too)
  * until its retries run out, then calls the failure callback, which
  * carries the message base64 (larger still): an authenticated message over
@@ -1856,6 +1868,8 @@ export function createApp(deps: AppDeps): WebhookApp {
     c.res.headers.set("cache-control", "no-store");
   };
   for (const path of OPS_PATHS) app.use(path, noStore);
+  /** The handlers that answer a known path's wrong method (405). */
+  const wrongMethod = new Set<unknown>();
   app.use("/v1/*", async function limitBody(c, next) {
     // A body its Content-Length says is too long is refused unread. One
     // without (chunked) is counted as its route reads it (bytesOf), after
@@ -1867,8 +1881,13 @@ export function createApp(deps: AppDeps): WebhookApp {
     // hash: one over the limit is kept as a dead letter (489), not refused.
     // Refused here, it is logged under the route it would have reached
     // (the first pattern matched after this one, as Hono answers by the
-    // first: a path no route answers is "/v1/*"), never the path as sent.
-    // A route that reads no body (a redrive) is not refused for one.
+    // first), never the path as sent.
+    // A route that reads no body (a redrive) is not refused for one, and
+    // a request no route answers is told so (404, or 405 for a known path
+    // with the wrong method), not that its body is too large: a client on
+    // a wrong URL or method must learn that. An ops route checks its
+    // token first, as it does for a body counted as it is read: headers
+    // before body, a 401 either way.
     const length = c.req.header("content-length");
     if (
       length !== undefined && c.req.header("transfer-encoding") === undefined &&
@@ -1881,11 +1900,20 @@ export function createApp(deps: AppDeps): WebhookApp {
         route.handler !== limitBody && route.handler !== noStore
       );
       if (
-        route !== undefined &&
+        route === undefined || wrongMethod.has(route.handler) ||
         UNREAD_BODY_ROUTES.has(`${route.method} ${route.path}`)
       ) return await next();
+      if (OPS_BODY_ROUTES.has(`${route.method} ${route.path}`)) {
+        try {
+          requireOps(c);
+        } catch (error) {
+          if (!(error instanceof Refusal)) throw error;
+          logRefusal(c, error, route.path);
+          return error.response;
+        }
+      }
       const refusal = tooLarge(limitOf(c), Number.parseInt(length, 10));
-      logRefusal(c, refusal, route?.path ?? "/v1/*");
+      logRefusal(c, refusal, route.path);
       return refusal.response;
     }
     return await next();
@@ -3858,18 +3886,18 @@ export function createApp(deps: AppDeps): WebhookApp {
     "/v1/dead-letters/:intentId/:kind/redrive": "POST",
     "/v1/dead-letters/:queue/:name/unreadable/redrive": "POST",
   };
-  const notAllowed = (path: string, allow: string) =>
-    app.all(
-      path,
-      () =>
-        problem(
-          405,
-          "method-not-allowed",
-          "Method not allowed",
-          `${path} answers ${allow} only.`,
-          { allow },
-        ),
-    );
+  const notAllowed = (path: string, allow: string) => {
+    const handler = () =>
+      problem(
+        405,
+        "method-not-allowed",
+        "Method not allowed",
+        `${path} answers ${allow} only.`,
+        { allow },
+      );
+    wrongMethod.add(handler);
+    app.all(path, handler);
+  };
   for (const [path, allow] of Object.entries(allowed)) notAllowed(path, allow);
 
   // After the redrive routes' 405s, so that a DELETE of a redrive path is
