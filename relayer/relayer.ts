@@ -46,6 +46,7 @@ import { isHeldBySession } from "../store/_held_lock.ts";
 import { MAX_TX_HASH } from "./_tx_hash.ts";
 import { DEFAULT_LEASE_MS, registerSends, resolveArrivals } from "./_sends.ts";
 import { leaveUnrecorded } from "./_unrecorded_claims.ts";
+import { markUnderWay } from "./_under_way.ts";
 import { ConflictError } from "../store/conflict_error.ts";
 import { ReplayError } from "../store/replay_error.ts";
 import { INTENT_STATES } from "../store/transitions.ts";
@@ -2851,8 +2852,10 @@ export function createRelayer(options: RelayerOptions): Relayer {
       example: "{ publish }",
     });
     if (redriving.has(jobId)) {
-      throw new ConflictError(
-        `Cannot redrive ${jobId} as another redrive of it is under way on this instance: that one removes the letter and queues the job, or fails and keeps the letter. This one read and queued nothing; do not queue the job again. Once that one has answered, a redrive of a letter still listed (GET /v1/dead-letters) goes ahead`,
+      throw markUnderWay(
+        new ConflictError(
+          `Cannot redrive ${jobId} as another redrive of it is under way on this instance: that one removes the letter and queues the job, or fails and keeps the letter. This one read and queued nothing; do not queue the job again. Once that one has answered, a redrive of a letter still listed (GET /v1/dead-letters) goes ahead`,
+        ),
       );
     }
     redriving.add(jobId);

@@ -110,6 +110,7 @@ import {
   unrecordedTxHashes,
 } from "../relayer/_sends.ts";
 import { leftUnrecorded } from "../relayer/_unrecorded_claims.ts";
+import { isUnderWay } from "../relayer/_under_way.ts";
 
 export type { PubSubKeys, QStashKeys, ReplayClaim };
 /**
@@ -3632,7 +3633,17 @@ export function createApp(deps: AppDeps): WebhookApp {
       job = await relayer.redrive(jobId, deps.redriveTo);
     } catch (error) {
       if (error instanceof ConflictError) {
-        return problem(409, "cannot-redrive", "Cannot redrive", error.message);
+        // Only a redrive under way here ends by itself, in a publish and a
+        // commit: asked again a second later, this one reads the letter
+        // (404 once that one took it; a redrive if it failed and kept it).
+        // Every other 409 stands until the operator acts, and says so.
+        return problem(
+          409,
+          "cannot-redrive",
+          "Cannot redrive",
+          error.message,
+          isUnderWay(error) ? { "retry-after": "1" } : {},
+        );
       }
       // The queue or the store failed: worth another try, not a 500.
       log(`relayer redrive of ${jobId} failed: ${describeError(error)}`);

@@ -129,6 +129,7 @@ Deno.test("createApp() without a queue answers 404 for a missing dead letter and
     headers: ops,
   });
   assert.equal(settled.status, 409);
+  assert.equal(settled.headers.get("retry-after"), null);
   const body = await settled.json();
   assert.equal(body.type.endsWith("cannot-redrive"), true, body.type);
   assert.match(
@@ -529,6 +530,11 @@ for (const backend of BACKENDS) {
       );
       assert.deepEqual([a!.status, b!.status].sort(), [202, 409]);
       assert.equal(published.length, 2);
+      // Taken by the other: no retry changes that, so none is asked for.
+      assert.equal(
+        (a!.status === 409 ? a! : b!).headers.get("retry-after"),
+        null,
+      );
       const lost = await (a!.status === 409 ? a! : b!).json();
       assert.match(lost.type, /cannot-redrive$/);
       assert.match(lost.detail, /published all the same/);
@@ -676,6 +682,8 @@ for (const backend of BACKENDS) {
         problem.detail,
         /^Cannot redrive pi_0001\/settle as another redrive of it is under way on this instance/,
       );
+      // The one 409 a retry can change, once the first has answered.
+      assert.equal(b.headers.get("retry-after"), "1");
       assert.equal((await a).status, 202);
       await (await a).body?.cancel();
       assert.equal(reads, 1); // the second read nothing
