@@ -2990,6 +2990,8 @@ export function createApp(deps: AppDeps): WebhookApp {
   // API; this lets an operator (or a local trial) create one.
   app.post("/v1/intents", async (c) => {
     requireOps(c);
+    const query = queryOf(c, []);
+    if (query instanceof Response) return query;
     const text = await textOf(c, limitOf(c), within);
     let body: unknown;
     try {
@@ -3082,6 +3084,8 @@ export function createApp(deps: AppDeps): WebhookApp {
 
   app.get("/v1/intents/:id", async (c) => {
     requireOps(c);
+    const query = queryOf(c, []);
+    if (query instanceof Response) return query;
     const id = c.req.param("id");
     if (!isIntentId(id)) {
       return problem(
@@ -3119,6 +3123,8 @@ export function createApp(deps: AppDeps): WebhookApp {
   // one write on the version the operator read.
   app.post("/v1/intents/:id/resolve", async (c) => {
     requireOps(c);
+    const query = queryOf(c, []);
+    if (query instanceof Response) return query;
     // Numbered as it arrives: a send-ended warning said to another request
     // after this one arrived cannot have reached whoever sent this one.
     const arrival = resolveArrived();
@@ -3597,6 +3603,8 @@ export function createApp(deps: AppDeps): WebhookApp {
         : `A job id is <intentId>/settle, the intent id ${INTENT_ID_RULE}: send it %2F-encoded, or as /v1/dead-letters/<intentId>/settle/redrive.`;
       return problem(400, "bad-job-id", "Bad job id", detail);
     }
+    const query = queryOf(c, []);
+    if (query instanceof Response) return query;
     const intentId = jobId.split("/")[0]!;
     if (deps.redriveTo === undefined) {
       // Advise a redelivery only where one can help.
@@ -3728,7 +3736,10 @@ export function createApp(deps: AppDeps): WebhookApp {
    * The query parameters of an ops route that takes `names`, each at most
    * once, or a 400 problem: a parameter given twice would have its first
    * value taken and the other dropped unsaid, and one misspelled
-   * (`?versoin=`) would leave out the check it was meant to ask for.
+   * (`?versoin=`) would leave out the check it was meant to ask for. A
+   * route that takes none refuses any, for the same reason: a redrive
+   * sent `?version=`, as a discard takes it, would redrive whatever letter
+   * is there, not only the one read.
    */
   function queryOf<N extends string>(
     c: Context,
@@ -3741,9 +3752,13 @@ export function createApp(deps: AppDeps): WebhookApp {
           400,
           "bad-query",
           "Bad query",
-          `${show(name)} is not a parameter of this route: send only ${
-            names.map((n) => `'${n}'`).join(" and ")
-          }.`,
+          names.length === 0
+            ? `${
+              show(name)
+            } is not a parameter of this route, which takes none: send it without a query.`
+            : `${show(name)} is not a parameter of this route: send only ${
+              names.map((n) => `'${n}'`).join(" and ")
+            }.`,
         );
       }
       if (values.length > 1) {
@@ -3827,6 +3842,8 @@ export function createApp(deps: AppDeps): WebhookApp {
 
   app.post("/v1/jobs", async (c) => {
     requireOps(c);
+    const query = queryOf(c, []);
+    if (query instanceof Response) return query;
     // The job first: a bad one is the caller's to fix, queue or not.
     const job = jobFrom(
       "deliveries",
