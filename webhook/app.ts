@@ -3896,10 +3896,12 @@ export function createApp(deps: AppDeps): WebhookApp {
     );
   });
 
-  // A known path with the wrong method is 405, not 404.
+  // A known path with the wrong method is 405, not 404. A GET route
+  // answers HEAD too (Hono runs it and drops the body), so its Allow says
+  // so (RFC 9110 §10.2.1: the methods the resource supports).
   const allowed: Record<string, string> = {
-    "/healthz": "GET",
-    "/readyz": "GET",
+    "/healthz": "GET, HEAD",
+    "/readyz": "GET, HEAD",
     "/v1/qstash": "POST",
     "/v1/qstash/failed": "POST",
     "/v1/pubsub": "POST",
@@ -3907,9 +3909,9 @@ export function createApp(deps: AppDeps): WebhookApp {
     "/v1/deliveries": "POST",
     "/v1/jobs": "POST",
     "/v1/intents": "POST",
-    "/v1/intents/:id": "GET",
+    "/v1/intents/:id": "GET, HEAD",
     "/v1/intents/:id/resolve": "POST",
-    "/v1/dead-letters": "GET",
+    "/v1/dead-letters": "GET, HEAD",
     "/v1/dead-letters/:jobId/redrive": "POST",
     "/v1/dead-letters/:intentId/:kind/redrive": "POST",
     "/v1/dead-letters/:queue/:name/unreadable/redrive": "POST",
@@ -3942,14 +3944,25 @@ export function createApp(deps: AppDeps): WebhookApp {
     notAllowed(path, "DELETE");
   }
 
-  app.notFound((c) =>
-    problem(
+  // A path that is a route's but for a slash at its end or a doubled one
+  // (a base URL ending in "/" joined to "/v1/…"): the 404 names the route,
+  // so whoever set the queue up sees why it is refused (a queue retries a
+  // 404 to its end). Only run on a 404, off every route's path.
+  const routePatterns = [...Object.keys(allowed), ...Object.keys(discardPaths)]
+    .map((path) => new RegExp(`^${path.replace(/:[A-Za-z]+/g, "[^/]+")}$`));
+  app.notFound((c) => {
+    const path = c.req.path;
+    const tidy = path.replace(/\/{2,}/g, "/").replace(/(.)\/$/, "$1");
+    const hint = tidy !== path && routePatterns.some((r) => r.test(tidy))
+      ? ` Send it to ${tidy}: the routes take no slash at the end and no doubled slash.`
+      : "";
+    return problem(
       404,
       "not-found",
       "Not found",
-      `Nothing answers ${c.req.method} ${c.req.path}.`,
-    )
-  );
+      `Nothing answers ${c.req.method} ${path}.${hint}`,
+    );
+  });
 
   /**
    * Per route and status: when a refusal was last logged, and how many

@@ -37,7 +37,7 @@ Deno.test("createApp() answers a body over the limit on a path no route answers 
     ["POST", "/v1/dead-letters/a/b/c/d/e", 404, null],
     ["POST", "/v1/intents/pi_0001/resolved", 404, null],
     ["PUT", "/v1/deliveries", 405, "POST"],
-    ["PATCH", "/v1/intents/pi_0001", 405, "GET"],
+    ["PATCH", "/v1/intents/pi_0001", 405, "GET, HEAD"],
     ["PUT", "/v1/intents/pi_0001/resolve", 405, "POST"],
     ["PUT", "/v1/jobs", 405, "POST"],
   ] as const;

@@ -1,0 +1,75 @@
+/**
+ * How the routes answer the forms of a request an operator or a queue's
+ * setup gets slightly wrong: HEAD on a GET route, a slash at the end of a
+ * path or a doubled one.
+ *
+ * @module
+ */
+
+import assert from "node:assert/strict";
+import { makeApp, OPS } from "./_app.ts";
+
+const ops = { authorization: `Bearer ${OPS}` };
+
+Deno.test("createApp() answers HEAD on its GET routes as GET without a body, and names HEAD in the Allow of their 405s", async () => {
+  const { app } = await makeApp({
+    intents: [{ id: "pi_0001", state: "created" }],
+  });
+  for (
+    const [path, headers] of [["/healthz", {}], ["/v1/dead-letters", ops], [
+      "/v1/intents/pi_0001",
+      ops,
+    ]] as const
+  ) {
+    const head = await app.request(path, { method: "HEAD", headers });
+    assert.equal(head.status, 200, path);
+    assert.equal(await head.text(), "", path);
+    const wrong = await app.request(path, { method: "PUT", headers });
+    assert.equal(wrong.status, 405, path);
+    assert.equal(wrong.headers.get("allow"), "GET, HEAD", path);
+    assert.equal((await wrong.json()).detail.includes("GET, HEAD"), true);
+  }
+  // An ops route's HEAD needs its token, as its GET does.
+  const unauthenticated = await app.request("/v1/dead-letters", {
+    method: "HEAD",
+  });
+  assert.equal(unauthenticated.status, 401);
+  await unauthenticated.body?.cancel();
+});
+
+Deno.test("createApp() answers a route's path with a slash at its end or a doubled slash 404, naming the route to send it to", async () => {
+  const { app, writes } = await makeApp();
+  const cases = [
+    ["POST", "/v1/deliveries/", "/v1/deliveries"],
+    ["POST", "//v1/qstash", "/v1/qstash"],
+    ["POST", "/v1//pubsub/dead-letter", "/v1/pubsub/dead-letter"],
+    ["GET", "/healthz/", "/healthz"],
+    ["GET", "/v1/dead-letters/", "/v1/dead-letters"],
+    [
+      "POST",
+      "/v1/dead-letters/pi_0001/settle/redrive/",
+      "/v1/dead-letters/pi_0001/settle/redrive",
+    ],
+  ] as const;
+  for (const [method, path, route] of cases) {
+    const res = await app.request(path, {
+      method,
+      headers: ops,
+      ...(method === "POST" ? { body: "{}" } : {}),
+    });
+    const problem = await res.json();
+    assert.equal(res.status, 404, path);
+    assert.equal(
+      problem.detail,
+      `Nothing answers ${method} ${path}. Send it to ${route}: the routes take no slash at the end and no doubled slash.`,
+    );
+  }
+  // A path no route has, however its slashes are mended, is told no more.
+  const none = await app.request("/v1/nothing/", { method: "POST" });
+  assert.equal(none.status, 404);
+  assert.equal(
+    (await none.json()).detail,
+    "Nothing answers POST /v1/nothing/.",
+  );
+  assert.equal(writes.length, 0);
+});
