@@ -3917,14 +3917,23 @@ export function createApp(deps: AppDeps): WebhookApp {
     "/v1/dead-letters/:queue/:name/unreadable/redrive": "POST",
   };
   const notAllowed = (path: string, allow: string) => {
-    const handler = () =>
-      problem(
+    const methods = allow.split(", ");
+    const handler = (c: Context) => {
+      // HTTP's methods are case-sensitive (RFC 9110 §9.1): `curl -X post`
+      // sends "post", which is not POST. Said so, or the answer reads as
+      // if the route took no POST at all.
+      const upper = c.req.method.toUpperCase();
+      const hint = upper !== c.req.method && methods.includes(upper)
+        ? ` Methods are case-sensitive: send ${upper}.`
+        : "";
+      return problem(
         405,
         "method-not-allowed",
         "Method not allowed",
-        `${path} answers ${allow} only.`,
+        `${path} answers ${allow} only.${hint}`,
         { allow },
       );
+    };
     wrongMethod.add(handler);
     app.all(path, handler);
   };

@@ -73,3 +73,56 @@ Deno.test("createApp() answers a route's path with a slash at its end or a doubl
   );
   assert.equal(writes.length, 0);
 });
+
+Deno.test("on a real Deno.serve, a route's method sent in lower case (curl -X post) is a 405 that says methods are case-sensitive", async () => {
+  const { app, writes } = await makeApp({ deps: { log: () => {} } });
+  const server = Deno.serve(
+    { hostname: "127.0.0.1", port: 0, onListen: () => {} },
+    app.fetch,
+  );
+  try {
+    const answer = async (head: string) => {
+      const conn = await Deno.connect({
+        hostname: "127.0.0.1",
+        port: server.addr.port,
+      });
+      let read = "";
+      try {
+        await conn.write(new TextEncoder().encode(
+          `${head}\r\nHost: relayer\r\nConnection: close\r\nContent-Length: 2\r\n\r\n{}`,
+        ));
+        const buffer = new Uint8Array(8192);
+        for (;;) {
+          const n = await conn.read(buffer);
+          if (n === null) break;
+          read += new TextDecoder().decode(buffer.subarray(0, n));
+        }
+      } finally {
+        conn.close();
+      }
+      const [status, body] = [
+        /^HTTP\/1\.1 (\d{3})/.exec(read)?.[1],
+        read.slice(read.indexOf("\r\n\r\n") + 4),
+      ];
+      return { status, detail: JSON.parse(body).detail as string };
+    };
+    assert.deepEqual(await answer("post /v1/deliveries HTTP/1.1"), {
+      status: "405",
+      detail:
+        "/v1/deliveries answers POST only. Methods are case-sensitive: send POST.",
+    });
+    assert.deepEqual(await answer("get /healthz HTTP/1.1"), {
+      status: "405",
+      detail:
+        "/healthz answers GET, HEAD only. Methods are case-sensitive: send GET.",
+    });
+    // A method no route takes in any case is told no more.
+    assert.deepEqual(await answer("patch /v1/deliveries HTTP/1.1"), {
+      status: "405",
+      detail: "/v1/deliveries answers POST only.",
+    });
+  } finally {
+    await server.shutdown();
+  }
+  assert.equal(writes.length, 0);
+});
