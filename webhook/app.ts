@@ -462,18 +462,6 @@ const UNREAD_BODY_ROUTES: ReadonlySet<string> = new Set([
 ]);
 
 /**
- * The ops routes that read a body, as `<method> <pattern>`: one over the
- * limit by its Content-Length is refused 413 only once its token passed,
- * as the same body sent chunked is (the token is checked before the body
- * is read), so an unauthenticated caller learns 401 either way.
- */
-const OPS_BODY_ROUTES: ReadonlySet<string> = new Set([
-  "POST /v1/intents",
-  "POST /v1/intents/:id/resolve",
-  "POST /v1/jobs",
-]);
-
-/**
  * The routes QStash calls. QStash retries anything but 2xx (a 413 too)
  * until its retries run out, then calls the failure callback, which
  * carries the message base64 (larger still): an authenticated message over
@@ -1871,6 +1859,25 @@ export function createApp(deps: AppDeps): WebhookApp {
   for (const path of OPS_PATHS) app.use(path, noStore);
   /** The handlers that answer a known path's wrong method (405). */
   const wrongMethod = new Set<unknown>();
+  /**
+   * What a route that reads a body checks from its headers alone before
+   * it reads it, by `<method> <pattern>`. The body limit runs it too,
+   * ahead of a 413 by Content-Length (off the common path: only for a
+   * body over the limit), so a request is refused for its headers (503
+   * for a route that is off, 401) whether its body is framed by its
+   * length or chunked.
+   */
+  const headerChecks = new Map<string, (c: Context) => void>([
+    ["POST /v1/deliveries", deliveriesHeaders],
+    ["POST /v1/qstash", (c) => void qstashHeaders(c, "/v1/qstash")],
+    [
+      "POST /v1/qstash/failed",
+      (c) => void qstashHeaders(c, "/v1/qstash/failed"),
+    ],
+    ["POST /v1/intents", requireOps],
+    ["POST /v1/intents/:id/resolve", requireOps],
+    ["POST /v1/jobs", requireOps],
+  ]);
   app.use("/v1/*", async function limitBody(c, next) {
     // A body its Content-Length says is too long is refused unread. One
     // without (chunked) is counted as its route reads it (bytesOf), after
@@ -1886,9 +1893,9 @@ export function createApp(deps: AppDeps): WebhookApp {
     // A route that reads no body (a redrive) is not refused for one, and
     // a request no route answers is told so (404, or 405 for a known path
     // with the wrong method), not that its body is too large: a client on
-    // a wrong URL or method must learn that. An ops route checks its
-    // token first, as it does for a body counted as it is read: headers
-    // before body, a 401 either way.
+    // a wrong URL or method must learn that. A route's checks of its
+    // headers (headerChecks) run first, as they do for a body counted as
+    // it is read: headers before body, a 401 or a 503 either way.
     const length = c.req.header("content-length");
     if (
       length !== undefined && c.req.header("transfer-encoding") === undefined &&
@@ -1904,14 +1911,13 @@ export function createApp(deps: AppDeps): WebhookApp {
         route === undefined || wrongMethod.has(route.handler) ||
         UNREAD_BODY_ROUTES.has(`${route.method} ${route.path}`)
       ) return await next();
-      if (OPS_BODY_ROUTES.has(`${route.method} ${route.path}`)) {
-        try {
-          requireOps(c);
-        } catch (error) {
-          if (!(error instanceof Refusal)) throw error;
-          logRefusal(c, error, route.path);
-          return error.response;
-        }
+      const checkHeaders = headerChecks.get(`${route.method} ${route.path}`);
+      try {
+        checkHeaders?.(c);
+      } catch (error) {
+        if (!(error instanceof Refusal)) throw error;
+        logRefusal(c, error, route.path);
+        return error.response;
       }
       const refusal = tooLarge(limitOf(c), Number.parseInt(length, 10));
       logRefusal(c, refusal, route.path);
@@ -2083,17 +2089,30 @@ export function createApp(deps: AppDeps): WebhookApp {
         ),
   );
 
-  app.post("/v1/qstash", async (c) => {
+  /**
+   * A QStash route's checks of its headers: configured, and a signature
+   * not forged on its face (refused before the body is read). Returns the
+   * signature.
+   */
+  function qstashHeaders(
+    c: Context,
+    path: "/v1/qstash" | "/v1/qstash/failed",
+  ): string | undefined {
+    const verify = path === "/v1/qstash" ? verifyQStash : verifyQStashFailed;
     requireConfigured(
-      verifyQStash !== undefined,
-      "POST /v1/qstash",
+      verify !== undefined,
+      `POST ${path}`,
       "QSTASH_CURRENT_SIGNING_KEY, QSTASH_NEXT_SIGNING_KEY and PUBLIC_URL",
       "qstash",
     );
     const signature = c.req.header("upstash-signature");
-    // Forged on its face: refused before the body is read.
-    const forged = verifyQStash?.precheck(signature);
+    const forged = verify?.precheck(signature);
     if (forged) throw unauthorized(forged.detail, forged.hint);
+    return signature;
+  }
+
+  app.post("/v1/qstash", async (c) => {
+    const signature = qstashHeaders(c, "/v1/qstash");
     const retried = c.req.header("upstash-retried");
     const attempt = retried !== undefined && /^\d{1,15}$/.test(retried)
       ? Number(retried) + 1
@@ -2521,16 +2540,7 @@ export function createApp(deps: AppDeps): WebhookApp {
 
   // QStash's failure callback: QStash gave up on a job after its retries.
   app.post("/v1/qstash/failed", async (c) => {
-    requireConfigured(
-      verifyQStashFailed !== undefined,
-      "POST /v1/qstash/failed",
-      "QSTASH_CURRENT_SIGNING_KEY, QSTASH_NEXT_SIGNING_KEY and PUBLIC_URL",
-      "qstash",
-    );
-    const signature = c.req.header("upstash-signature");
-    // Forged on its face: refused before the body is read.
-    const forged = verifyQStashFailed?.precheck(signature);
-    if (forged) throw unauthorized(forged.detail, forged.hint);
+    const signature = qstashHeaders(c, "/v1/qstash/failed");
     const read = await qstashBodyOf(c, verifyQStashFailed, signature);
     if (!("text" in read)) {
       // Authenticated (the hash of all of it checked), and too large to
@@ -2885,7 +2895,12 @@ export function createApp(deps: AppDeps): WebhookApp {
     }
   }
 
-  app.post("/v1/deliveries", async (c) => {
+  /**
+   * The generic route's checks of its headers: configured, and an
+   * `X-Signature` not missing, malformed, too old or ahead (refused before
+   * the body is read). Returns the signature.
+   */
+  function deliveriesHeaders(c: Context): string | undefined {
     requireConfigured(
       webhookSecret !== undefined,
       "POST /v1/deliveries",
@@ -2893,9 +2908,13 @@ export function createApp(deps: AppDeps): WebhookApp {
       "webhookSecret",
     );
     const header = c.req.header("x-signature");
-    // Missing, malformed, too old or ahead: refused before the body is read.
     const forged = verifyHmac?.precheck(header);
     if (forged) throw unauthorized(forged.detail, forged.hint);
+    return header;
+  }
+
+  app.post("/v1/deliveries", async (c) => {
+    const header = deliveriesHeaders(c);
     const { bytes, text: raw } = await bodyOf(c, limitOf(c), within);
     let claim: ReplayClaim | undefined;
     if (verifyHmac) {

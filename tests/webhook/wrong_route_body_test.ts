@@ -1,14 +1,18 @@
 /**
  * A body over the limit does not hide what else is wrong with a request:
  * a path no route answers is a 404 and a known path's wrong method a 405,
- * whatever its Content-Length says, and an ops route checks its token
- * before its body's size, by Content-Length as when the body is chunked.
+ * whatever its Content-Length says, and a route checks its headers (an
+ * ops route its token, a delivery route its signature's form, any route
+ * that it is on) before its body's size, by Content-Length as when the
+ * body is chunked.
  *
  * @module
  */
 
 import assert from "node:assert/strict";
-import { makeApp, OPS } from "./_app.ts";
+import { createApp } from "../../webhook/app.ts";
+import { MemoryStore, ScriptedSender } from "../../mod.ts";
+import { makeApp, NOW, OPS } from "./_app.ts";
 
 const BIG = "x".repeat(2048);
 
@@ -94,4 +98,55 @@ Deno.test("createApp() checks an ops route's token before its body's size: 401 f
     }
   }
   assert.equal(writes.length, 0);
+});
+
+Deno.test("createApp() checks a delivery route's headers before its body's size: a missing signature is a 401 and a route that is off a 503, by Content-Length as when chunked", async () => {
+  const { app } = await makeApp({
+    deps: { log: () => {}, maxBodyBytes: 1024 },
+  });
+  const signed = { "x-signature": `t=${NOW / 1000},v1=${"0".repeat(64)}` };
+  for (const framing of ["length", "chunked"] as const) {
+    for (
+      const [headers, status] of [
+        [{}, 401],
+        [{ "x-signature": "v1=00" }, 401],
+        [signed, 413],
+      ] as const
+    ) {
+      const body = bodyOf(framing);
+      const res = await app.request("/v1/deliveries", {
+        method: "POST",
+        body: body.body,
+        headers: { ...body.headers, ...headers },
+      });
+      const problem = await res.json();
+      assert.equal(
+        res.status,
+        status,
+        `${framing} ${JSON.stringify(headers)}: ${problem.detail}`,
+      );
+    }
+  }
+  // A service with no delivery route's keys: each route is off (503),
+  // however long the body.
+  const off = createApp({
+    store: new MemoryStore(),
+    sender: new ScriptedSender({}),
+    log: () => {},
+    maxBodyBytes: 1024,
+    opsToken: OPS,
+  });
+  for (const path of ["/v1/deliveries", "/v1/qstash", "/v1/qstash/failed"]) {
+    for (const framing of ["length", "chunked"] as const) {
+      const body = bodyOf(framing);
+      const res = await off.request(path, {
+        method: "POST",
+        body: body.body,
+        headers: { ...body.headers, ...signed },
+      });
+      const problem = await res.json();
+      assert.equal(res.status, 503, `${path} ${framing}: ${problem.detail}`);
+      assert.equal(problem.type, "urn:relayer:problem:not-configured");
+    }
+  }
 });
