@@ -224,22 +224,102 @@ function everyMember(
 }
 
 /**
- * The text of any throwable: an `Error`'s message, a string as it is, and
- * a best-effort rendering of anything else. Never throws.
+ * The most characters of a thrown string shown (a Sender that throws a
+ * whole response body), and of a thrown object's `name` or `code`.
+ */
+const SHOWN_STRING = 1000;
+const SHOWN_FIELD = 64;
+
+/**
+ * The text of any throwable: an `Error`'s message, a string as it is (cut
+ * at 1,000 characters), and anything else by what it is, never by its
+ * contents: a thrown `{ code: "ECONNRESET" }` is
+ * `Object with code "ECONNRESET" (not an Error)`, not `[object Object]`,
+ * and no field but a short `name` or `code` is read, for a store's or
+ * Sender's object may hold a credential. Never throws, never a stack.
  */
 export function messageOf(error: unknown): string {
   try {
-    if (typeof error === "string") return error;
+    if (typeof error === "string") {
+      return error.length <= SHOWN_STRING ? error : cutString(error);
+    }
     if (error !== null && typeof error === "object") {
       // An Error's message too may be anything (assigned after the fact):
       // only a string is taken as it is.
       const { message } = error as { message?: unknown };
       if (typeof message === "string") return message;
+      if (error instanceof Error) {
+        const name = shortField(error.name) ?? "Error";
+        return typeof message === "number" || typeof message === "boolean"
+          ? `${name}: ${message}`
+          : name;
+      }
     }
-    return String(error);
+    return `${whatIsThrown(error)} (not an Error)`;
   } catch {
     return "unprintable error";
   }
+}
+
+/** `text` cut to at most {@linkcode SHOWN_STRING} characters, saying how many more there were. */
+function cutString(text: string): string {
+  // The note counts in the bound, so a caller that clips at the same
+  // bound keeps the note, and the count, as they are.
+  const note = ` (${text.length} characters in all)`;
+  return `${cutAt(text, SHOWN_STRING - note.length - 1)}…${note}`;
+}
+
+/** A value that is no Error nor string, by its kind: no field but `name` and `code`. */
+function whatIsThrown(value: unknown): string {
+  if (typeof value === "bigint") {
+    const text = `${value}n`;
+    return text.length <= SHOWN_FIELD ? text : "a bigint";
+  }
+  if (typeof value === "symbol") return "a symbol";
+  if (typeof value !== "object" && typeof value !== "function") {
+    return String(value); // undefined, a number, a boolean
+  }
+  if (value === null) return "null";
+  let kind = "an object";
+  try {
+    const proto = Object.getPrototypeOf(value);
+    if (proto === null) kind = "an object with no prototype";
+    else {
+      const name = shortField(
+        (proto as { constructor?: unknown }).constructor
+          ? (proto.constructor as { name?: unknown }).name
+          : undefined,
+      );
+      if (name !== undefined) kind = name;
+    }
+  } catch {
+    // A proxy's trap: its kind is unknown.
+  }
+  const fields: string[] = [];
+  for (const key of ["name", "code"] as const) {
+    try {
+      const field = (value as Record<string, unknown>)[key];
+      const shown = typeof field === "number" && Number.isFinite(field)
+        ? String(field)
+        : shortField(field) === undefined
+        ? undefined
+        : JSON.stringify(field);
+      if (shown !== undefined && shown !== JSON.stringify(kind)) {
+        fields.push(`${key} ${shown}`);
+      }
+    } catch {
+      // A getter or trap that throws: the field is left out.
+    }
+  }
+  return fields.length === 0 ? kind : `${kind} with ${fields.join(", ")}`;
+}
+
+/** `field` when it is a short one-line string, else `undefined`. */
+function shortField(field: unknown): string | undefined {
+  return typeof field === "string" && field !== "" &&
+      field.length <= SHOWN_FIELD && !LINE_BREAKING.test(field)
+    ? field
+    : undefined;
 }
 
 /**
@@ -268,9 +348,14 @@ export function oneLine(line: string): string {
  * collapsed, at most 300 characters. Never a stack.
  */
 export function describeError(error: unknown): string {
-  const text = error instanceof Error
-    ? `${error.name}: ${error.message}`
-    : String(error);
+  let text: string;
+  try {
+    text = error instanceof Error && typeof error.message === "string"
+      ? `${shortField(error.name) ?? "Error"}: ${error.message}`
+      : messageOf(error);
+  } catch {
+    text = "unprintable error"; // a proxy's trap
+  }
   return cutAt(text.replace(/\s+/g, " "), 300);
 }
 

@@ -204,7 +204,7 @@ export function localQueueConsumer(
         log(
           `queue   a malformed message could not be kept (${failures} in a row), again in ${
             delayMs / 1000
-          }s: ${(failure as Error)?.message ?? String(failure)}`,
+          }s: ${describeError(failure)}`,
         );
         // The job as it came, still unreadable: read again, kept then.
         await enqueue({ job: seen as Job, failures }, delayMs);

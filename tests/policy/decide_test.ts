@@ -118,11 +118,11 @@ Deno.test("decide() retries with the error's message and a jittered backoff", ()
   });
   assert.equal(
     decide({ code: 7 }, 1, { jitter: "none" }).reason,
-    "[object Object]",
+    "Object with code 7 (not an Error)",
   );
   assert.equal(
     decide(Object.create(null), 1, { jitter: "none" }).reason,
-    "unprintable error",
+    "an object with no prototype (not an Error)",
   );
   // An Error whose message is not a string still gives a string reason.
   for (const [message, reason] of [[42, "Error: 42"], [undefined, "Error"]]) {

@@ -1,0 +1,134 @@
+/**
+ * A Sender or store written in plain JavaScript may throw (or reject with)
+ * anything: `{ code: "ECONNRESET" }`, a string, `null`. What the relayer
+ * keeps and answers of it says what it was, never `[object Object]`, and
+ * reads no field but a short `name` or `code`: the object may hold a
+ * credential.
+ *
+ * @module
+ */
+
+import assert from "node:assert/strict";
+import { createRelayer, MemoryStore, type Sender } from "../../mod.ts";
+import { describeError, messageOf } from "../../policy/_walk.ts";
+
+const job = { intentId: "pi_0001", kind: "settle" } as const;
+
+/** A Sender whose send throws `thrown`, on an authorized intent. */
+async function throwingSend(thrown: unknown, reject: boolean) {
+  const store = new MemoryStore();
+  await store.createIntent({
+    id: "pi_0001",
+    state: "authorized",
+    hold: "pending",
+  });
+  const sender: Sender = {
+    send: reject ? () => Promise.reject(thrown) : () => {
+      throw thrown;
+    },
+    receipt: () => Promise.resolve("pending"),
+  };
+  let now = 0;
+  const relayer = createRelayer({
+    store,
+    sender,
+    policy: { maxDeliveries: 2 },
+    now: () => now,
+    random: () => 0,
+  });
+  const first = await relayer.deliver(job, 1);
+  now = 10 * 60_000; // past stuckAfter: the second delivery rescues, and throws again
+  const last = await relayer.deliver(job, 2);
+  const letter = await store.getDeadLetter("pi_0001/settle");
+  const intent = await store.getIntent("pi_0001");
+  return { first, last, letter, intent };
+}
+
+const SECRET = "pg://relayer:hunter2@db.internal/payments";
+
+for (
+  const [thrown, shown] of [
+    [
+      { code: "ECONNRESET", url: SECRET },
+      'Object with code "ECONNRESET" (not an Error)',
+    ],
+    [
+      new (class FetchFailure {
+        readonly name = "FetchFailure";
+        readonly code = -104;
+        readonly password = SECRET;
+      })(),
+      "FetchFailure with code -104 (not an Error)",
+    ],
+    [null, "null (not an Error)"],
+    [undefined, "undefined (not an Error)"],
+    [Object.create(null), "an object with no prototype (not an Error)"],
+    ["signer said no", "signer said no"],
+  ] as const
+) {
+  for (const reject of [false, true]) {
+    Deno.test(`createRelayer() shows a Sender that ${reject ? "rejects with" : "throws"} ${shown} as that, in its answer, broadcast record and dead letter`, async () => {
+      const { first, last, letter, intent } = await throwingSend(
+        thrown,
+        reject,
+      );
+      assert.equal(first.reason, `send: ${shown}`);
+      assert.equal(intent?.lastBroadcast?.outcome, "unknown");
+      assert.equal(intent?.lastBroadcast?.error, shown);
+      assert.equal(last.action, "poison");
+      assert.equal(letter?.lastError, `send: ${shown}`);
+      const kept = JSON.stringify([first, last, letter, intent]);
+      assert.ok(!kept.includes("[object Object]"), kept);
+      assert.ok(!kept.includes("hunter2"), kept);
+    });
+  }
+}
+
+Deno.test("createRelayer() keeps a thrown string of a whole body cut, saying how much was left", async () => {
+  const body = `<html>${"x".repeat(20_000)}</html>`;
+  const { first, intent } = await throwingSend(body, false);
+  const note = `… (${body.length} characters in all)`;
+  assert.equal(
+    intent?.lastBroadcast?.error,
+    `${body.slice(0, 1000 - note.length)}${note}`,
+  );
+  assert.ok(first.reason.length < 1100, String(first.reason.length));
+});
+
+Deno.test("messageOf() and describeError() read no field of a thrown object but a short one-line name or code, and never throw", () => {
+  const read: string[] = [];
+  const watched = new Proxy({ name: "x".repeat(65), code: "a\nb" }, {
+    get(target, key) {
+      read.push(String(key));
+      return Reflect.get(target, key);
+    },
+  });
+  assert.equal(messageOf(watched), "Object (not an Error)");
+  assert.deepEqual(read.filter((key) => key !== "constructor"), [
+    "message",
+    "name",
+    "code",
+  ]);
+  const trap = new Proxy({}, {
+    getPrototypeOf() {
+      throw new Error("trap");
+    },
+    get() {
+      throw new Error("trap");
+    },
+  });
+  assert.equal(messageOf(trap), "unprintable error");
+  assert.equal(describeError(trap), "unprintable error");
+  assert.equal(
+    describeError(Object.create(null)),
+    "an object with no prototype (not an Error)",
+  );
+  assert.equal(
+    describeError({ code: "ETIMEDOUT" }),
+    'Object with code "ETIMEDOUT" (not an Error)',
+  );
+  assert.equal(describeError(new TypeError("x")), "TypeError: x");
+  assert.equal(messageOf(Symbol("pg://u:secret@h")), "a symbol (not an Error)");
+  assert.equal(messageOf(2n ** 300n), "a bigint (not an Error)");
+  assert.equal(messageOf(7), "7 (not an Error)");
+});
