@@ -965,8 +965,8 @@ function pubSubSource(dlqId: string | undefined): string | undefined {
  *
  * @param job Anything.
  * @returns The job.
- * @throws {TypeError} If it is not `{ intentId, kind: "settle" }` with a
- * valid intent id.
+ * @throws {TypeError} If it is not an object `{ intentId, kind: "settle" }`
+ * with a valid intent id.
  *
  * @example Check a queue message
  * ```ts
@@ -981,11 +981,16 @@ function pubSubSource(dlqId: string | undefined): string | undefined {
  * ```
  */
 export function parseJob(job: unknown): Job {
-  const { intentId, kind } =
-    (typeof job === "object" && job !== null ? job : {}) as Record<
-      string,
-      unknown
-    >;
+  // From JavaScript, an intent id alone (`parseJob("pi_0001")`) was said
+  // to lack an intent id, the one thing it held.
+  if (typeof job !== "object" || job === null || Array.isArray(job)) {
+    throw new TypeError(
+      `Cannot read job as it must be an object such as {"intentId":"pi_0001","kind":"settle"}: current value is ${
+        show(job)
+      }`,
+    );
+  }
+  const { intentId, kind } = job as Record<string, unknown>;
   if (!isIntentId(intentId)) {
     throw new TypeError(
       `Cannot read job as 'intentId' must be ${INTENT_ID_RULE}: current value is ${

@@ -268,3 +268,29 @@ Deno.test("formatOutcome() refuses what is not an outcome, naming it and what to
     );
   }
 });
+
+// From JavaScript, an intent id alone was said to lack 'intentId', the one
+// thing it held.
+Deno.test("parseJob() and deliver() name a job that is no object, with the shape to pass and what came", async () => {
+  const relayer = createRelayer({
+    store: new MemoryStore(),
+    sender: new ScriptedSender({}),
+  });
+  for (
+    const [job, shown] of [
+      ["pi_0001", '"pi_0001"'],
+      [null, "null"],
+      [undefined, "undefined"],
+      [42, "42"],
+      [["pi_0001", "settle"], '["pi_0001","settle"]'],
+    ] as const
+  ) {
+    const message =
+      `Cannot read job as it must be an object such as {"intentId":"pi_0001","kind":"settle"}: current value is ${shown}`;
+    assert.throws(() => parseJob(job), new TypeError(message));
+    await assert.rejects(
+      relayer.deliver(job as never, 1),
+      new TypeError(message),
+    );
+  }
+});
