@@ -93,6 +93,33 @@ export class MemoryStore implements Store {
   #letterOrder: readonly StoredDeadLetter[] | null = null;
   #deadLetterVersions = 0;
 
+  /**
+   * Constructs a new, empty store. It takes no options: from JavaScript,
+   * `new MemoryStore({ prefix })` or `new MemoryStore(url)` would otherwise
+   * run on an unshared store in this process's memory, as if the argument
+   * had been honoured.
+   *
+   * @param options Nothing, or an empty object.
+   * @throws {TypeError} If `options` is anything else.
+   */
+  constructor(options?: Record<string, never>) {
+    if (options === undefined) return;
+    // Only the key is named: a value (a database URL) may hold a password.
+    const key = typeof options === "object" && options !== null
+      ? Object.keys(options)[0]
+      : undefined;
+    if (typeof options === "object" && options !== null && key === undefined) {
+      return;
+    }
+    throw new TypeError(
+      `Cannot create MemoryStore as it takes no options: current value is ${
+        key === undefined
+          ? options === null ? "null" : typeof options
+          : `an object with ${JSON.stringify(key.slice(0, 40))}`
+      }; it keeps intents in this process's memory, one store per instance: pass nothing, or use KvStore or PostgresStore for a prefix or a database`,
+    );
+  }
+
   #read(id: string): Intent | null {
     const entry = this.#intents.get(id);
     return entry

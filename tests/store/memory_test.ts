@@ -35,3 +35,28 @@ Deno.test("MemoryStore.putDeadLetter() names marks.ttlMs when the marks' life is
   }
   assert.equal(await store.getDeadLetter("pi_1/settle"), null);
 });
+
+// From JavaScript, `new MemoryStore({ prefix })` or a database URL ran on an
+// unshared store in memory as if the argument had been honoured.
+Deno.test("new MemoryStore() refuses an option or argument it would ignore, naming a key and never a value", () => {
+  const url = "postgres://relayer:hunter2@db.internal/payments";
+  for (
+    const [given, shown] of [
+      [{ prefix: ["tenant_a"] }, 'an object with "prefix"'],
+      [{ url }, 'an object with "url"'],
+      [url, "string"],
+      [null, "null"],
+      [42, "number"],
+    ] as const
+  ) {
+    assert.throws(
+      () => new MemoryStore(given as never),
+      new TypeError(
+        `Cannot create MemoryStore as it takes no options: current value is ${shown}; it keeps intents in this process's memory, one store per instance: pass nothing, or use KvStore or PostgresStore for a prefix or a database`,
+      ),
+    );
+  }
+  assert.ok(new MemoryStore() instanceof MemoryStore);
+  assert.ok(new MemoryStore(undefined) instanceof MemoryStore);
+  assert.ok(new MemoryStore({}) instanceof MemoryStore);
+});
