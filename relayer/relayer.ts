@@ -32,6 +32,7 @@ import {
 import { planResolution } from "../policy/resolution.ts";
 import { isNotSent, poison } from "../policy/sentinels.ts";
 import {
+  countOrThrow,
   INTENT_ID_RULE,
   intentOrNull,
   isIntentId,
@@ -1462,7 +1463,10 @@ export function createRelayer(options: RelayerOptions): Relayer {
         // already said busy, and nothing of this delivery was written.
         const seen = Math.max(
           1,
-          await store.deliveries(count, now()).catch(() => 1),
+          await store.deliveries(count, now()).then(
+            (seen) => countOrThrow(count, seen),
+            () => 1,
+          ),
         );
         if (claim !== undefined) leaveUnrecorded(claim);
         return {
@@ -2817,7 +2821,8 @@ export function createRelayer(options: RelayerOptions): Relayer {
    */
   async function markUnmarked(keys: readonly string[]): Promise<void> {
     for (const key of keys) {
-      if (await store.deliveries(key, now()) === 0) await mark([key]);
+      const seen = countOrThrow(key, await store.deliveries(key, now()));
+      if (seen === 0) await mark([key]);
     }
   }
 
@@ -2844,7 +2849,9 @@ export function createRelayer(options: RelayerOptions): Relayer {
   /** Whether one of these give-up marks is on record. */
   async function wasMarked(keys: readonly string[]): Promise<boolean> {
     for (const key of keys) {
-      if (await store.deliveries(key, now()) > 0) return true;
+      if (countOrThrow(key, await store.deliveries(key, now())) > 0) {
+        return true;
+      }
     }
     return false;
   }

@@ -107,6 +107,24 @@ export function intentOrNull(id: string, intent: unknown): Intent | null {
   );
 }
 
+/**
+ * What a `Store`'s `deliveries` answered for `key`, refused unless a count
+ * (an integer >= 0): a store of one's own that answers `"0"` (a driver's
+ * int8 read as text) made a give-up mark that is not on record read as on
+ * record (`"0" === 0` is false), and the ops route answered the count as
+ * text. One `typeof` on the common path.
+ */
+export function countOrThrow(key: string, count: unknown): number {
+  if (
+    typeof count === "number" && Number.isSafeInteger(count) && count >= 0
+  ) return count;
+  throw new TypeError(
+    `Cannot read the delivery count of ${key} as the store's deliveries() returned ${
+      show(count)
+    }, not a count (an integer >= 0): fix the Store's deliveries (a count read as text or as a BigInt must be made a number), and run the store contract (@relayer/poison/testing) against it`,
+  );
+}
+
 /** Checks the fields of a new intent and fills in the defaults. */
 export function newIntentRecord(intent: NewIntent): IntentRecord {
   if (typeof intent !== "object" || intent === null) {

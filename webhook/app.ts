@@ -47,6 +47,7 @@ import type { Context, MiddlewareHandler } from "hono";
 import { HTTPException } from "hono/http-exception";
 import { matchedRoutes } from "hono/route";
 import {
+  countOrThrow,
   INTENT_ID_RULE,
   intentOrNull,
   isIntentId,
@@ -2882,8 +2883,14 @@ export function createApp(deps: AppDeps): WebhookApp {
       // The message's own count where its deliveries named it, else the job's.
       const own = message === undefined
         ? 0
-        : await store.deliveries(message, now());
-      return Math.max(1, own || await store.deliveries(jobIdOf(job), now()));
+        : countOrThrow(message, await store.deliveries(message, now()));
+      return Math.max(
+        1,
+        own || countOrThrow(
+          jobIdOf(job),
+          await store.deliveries(jobIdOf(job), now()),
+        ),
+      );
     } catch (error) {
       throw new Refusal(
         await failedUnexpectedly(
@@ -3120,7 +3127,7 @@ export function createApp(deps: AppDeps): WebhookApp {
       const intent = intentOrNull(id, await store.getIntent(id));
       read = intent && {
         intent,
-        deliveries: await store.deliveries(jobId, now()),
+        deliveries: countOrThrow(jobId, await store.deliveries(jobId, now())),
         deadLetter: await store.getDeadLetter(jobId),
       };
     } catch (error) {

@@ -1,0 +1,114 @@
+/**
+ * A store of one's own whose `deliveries()` answers a count as text (a
+ * driver's int8 read as a string) or as a BigInt is refused where the
+ * count is read, naming the store's method and what it answered, not
+ * coerced: `"0" === 0` is false, so a give-up mark not on record read as
+ * on record, and the ops route answered the count as text.
+ *
+ * @module
+ */
+
+import assert from "node:assert/strict";
+import {
+  createRelayer,
+  MemoryStore,
+  ScriptedSender,
+  type Store,
+} from "../../mod.ts";
+import { createApp } from "../../webhook/app.ts";
+
+/** A MemoryStore whose `deliveries()` answers each count through `as`. */
+function countsAs(as: (count: number) => unknown): {
+  store: Store;
+  memory: MemoryStore;
+} {
+  const memory = new MemoryStore();
+  const store = new Proxy(memory, {
+    get(target, key) {
+      const value = Reflect.get(target, key, target);
+      if (typeof value !== "function") return value;
+      if (key === "deliveries") {
+        return async (...args: [string, number?]) =>
+          as(await target.deliveries(...args));
+      }
+      return value.bind(target);
+    },
+  });
+  return { store, memory };
+}
+
+const FORMS = [
+  [String, '"0"'],
+  [BigInt, "0n"],
+  [() => undefined, "undefined"],
+] as const;
+
+for (const [as, shown] of FORMS) {
+  Deno.test(`giveUp() refuses a store whose deliveries() answers ${shown}, naming it, before it resolves anything`, async () => {
+    const { store, memory } = countsAs(as);
+    await memory.createIntent({
+      id: "pi_0001",
+      state: "authorized",
+      hold: "pending",
+    });
+    const relayer = createRelayer({
+      store,
+      sender: new ScriptedSender({}),
+      now: () => 1_000,
+    });
+    await assert.rejects(
+      relayer.giveUp({ intentId: "pi_0001", kind: "settle" }, {
+        deliveries: 3,
+        queue: { queue: "qstash", messageId: "msg_1" },
+      }),
+      (error: Error) =>
+        error instanceof TypeError &&
+        error.message.includes(
+          `as the store's deliveries() returned ${shown}, not a count (an integer >= 0): fix the Store's deliveries`,
+        ),
+    );
+    assert.equal(await memory.getDeadLetter("pi_0001/settle"), null);
+  });
+
+  Deno.test(`GET /v1/intents/:id answers 503 and logs a store whose deliveries() answers ${shown}, not the count as it came`, async () => {
+    const { store, memory } = countsAs(as);
+    await memory.createIntent({ id: "pi_0001", state: "authorized" });
+    const lines: string[] = [];
+    const app = createApp({
+      store,
+      sender: new ScriptedSender({}),
+      now: () => 1_000,
+      random: () => 0,
+      opsToken: "ops-token-for-store-counts",
+      log: (line) => void lines.push(line),
+    });
+    const answer = await app.request("/v1/intents/pi_0001", {
+      headers: { authorization: "Bearer ops-token-for-store-counts" },
+    });
+    const body = await answer.text();
+    assert.equal(answer.status, 503, body);
+    assert.ok(
+      lines.some((line) =>
+        line.includes(`the store's deliveries() returned ${shown}`)
+      ),
+      lines.join("\n"),
+    );
+  });
+}
+
+Deno.test("the relayer and the ops route read a store's numeric count as it is", async () => {
+  const { store, memory } = countsAs((count) => count);
+  await memory.createIntent({ id: "pi_0001", state: "authorized" });
+  const app = createApp({
+    store,
+    sender: new ScriptedSender({}),
+    now: () => 1_000,
+    random: () => 0,
+    opsToken: "ops-token-for-store-counts",
+  });
+  const answer = await app.request("/v1/intents/pi_0001", {
+    headers: { authorization: "Bearer ops-token-for-store-counts" },
+  });
+  assert.equal(answer.status, 200);
+  assert.equal((await answer.json()).deliveries, 0);
+});
