@@ -207,6 +207,15 @@ function assertQueue(queue: QueueLimits): void {
       return;
     }
     default:
+      // From JavaScript, a kind alone (`queueLimit("qstash")`) was said to
+      // lack 'kind', the one thing it held.
+      if (typeof queue !== "object" || queue === null) {
+        throw new TypeError(
+          `Cannot read queue limits as the queue must be an object such as { kind: "qstash", retries: 3 }: current value is ${
+            show(queue)
+          }`,
+        );
+      }
       throw new TypeError(
         `Cannot read queue limits as 'kind' must be "qstash", "pubsub", "cloudflare" or "kv": current value is ${
           show((queue as { kind?: unknown } | undefined)?.kind)

@@ -451,3 +451,31 @@ Deno.test("queueGap() reads a partial policy as decide does: the default jitter'
     );
   }
 });
+
+// From JavaScript, a kind alone was said to lack 'kind', the one thing it held.
+Deno.test("queueLimit(), queueGap(), checkQueue() and rescueWindow() name a queue that is no object, with the shape to pass", () => {
+  for (
+    const [queue, shown] of [["qstash", '"qstash"'], [null, "null"], [
+      3,
+      "3",
+    ]] as const
+  ) {
+    const refusal = new TypeError(
+      `Cannot read queue limits as the queue must be an object such as { kind: "qstash", retries: 3 }: current value is ${shown}`,
+    );
+    assert.throws(() => queueLimit(queue as never), refusal);
+    assert.throws(() => queueGap(DEFAULT_POLICY, queue as never, 1), refusal);
+    assert.throws(() => checkQueue(DEFAULT_POLICY, queue as never), refusal);
+    // null is no queue to rescueWindow(), as undefined is.
+    if (queue !== null) {
+      assert.throws(
+        () => rescueWindow(DEFAULT_POLICY, queue as never),
+        refusal,
+      );
+    }
+  }
+  assert.throws(
+    () => queueLimit({ kind: "sqs" } as never),
+    /'kind' must be "qstash", "pubsub", "cloudflare" or "kv": current value is "sqs"$/,
+  );
+});
