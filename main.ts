@@ -42,7 +42,7 @@ import {
 } from "./store/_postgres_socket.ts";
 import { type KvAtomic, type KvKey, type KvLike, KvStore } from "./store/kv.ts";
 import { whileLocked } from "./store/_group_commit.ts";
-import { secretMasker } from "./policy/_walk.ts";
+import { messageOf, secretMasker } from "./policy/_walk.ts";
 import { formatDuration } from "./policy/format_duration.ts";
 import {
   isTypeFetchLost,
@@ -342,7 +342,7 @@ export function remoteKvRefusal(
   error: unknown,
   token: string | undefined = Deno.env.get("DENO_KV_ACCESS_TOKEN"),
 ): string {
-  const message = error instanceof Error ? error.message : String(error);
+  const message = messageOf(error);
   // Masked before white space is collapsed: a token may hold a run of it.
   const text = maskToken(message, token).replace(/\s+/g, " ");
   return text.length > 300 ? `${text.slice(0, 300)}…` : text;
@@ -628,7 +628,7 @@ async function refuseReadOnly(kv: Deno.Kv, path: string): Promise<void> {
   }
   const { error } = probe;
   if (error === undefined) return;
-  const message = error instanceof Error ? error.message : String(error);
+  const message = messageOf(error);
   // Answered: Deno KV's thread is free, and the close does not wait.
   kv.close();
   if (!/\bread-?only\b/i.test(message)) throw error;
@@ -782,7 +782,7 @@ async function migrateAtStart(
       });
     } catch (error) {
       if (!lostAtStart(error) || gaveUp()) throw error;
-      const message = hide((error as Error)?.message ?? String(error));
+      const message = hide(messageOf(error));
       if (tries === MIGRATE_TRIES) {
         throw new Error(
           `${message} (the connection was lost at each of ${MIGRATE_TRIES} tries: start again once the database is up)`,
@@ -874,7 +874,7 @@ async function openPostgres(
     // Its connections' own timers end with their sockets, which a busy
     // connection's end leaves open a moment longer.
     await socket.closed(SOCKETS_CLOSED_MS);
-    const message = (error as Error)?.message ?? String(error);
+    const message = messageOf(error);
     throw new ConfigError(
       "DATABASE_URL",
       `DATABASE_URL: cannot open ${database.description}: ${message}${
@@ -1189,7 +1189,7 @@ export async function openService(
         if (draining) return;
         log(
           `queue   could not look for undelivered messages: ${
-            (error as Error)?.message ?? String(error)
+            messageOf(error)
           }`,
         );
       });

@@ -11,7 +11,7 @@
  */
 
 import { ROUTE_AT_END } from "./_routes.ts";
-import { cutAt, secretMasker } from "../policy/_walk.ts";
+import { cutAt, messageOf, secretMasker } from "../policy/_walk.ts";
 import { assertOptionNames, MAX_TIMER_MS, show } from "../policy/_validate.ts";
 import { sha256 } from "@noble/hashes/sha2.js";
 import { bytesToHex } from "@noble/hashes/utils.js";
@@ -411,11 +411,12 @@ function tokenMasker(token: string): (text: string) => string {
 }
 
 function loggable(cause: unknown, token: string): string {
-  let text = cause instanceof Error ? cause.message : String(cause);
+  let text = messageOf(cause);
   // Node's fetch says only "fetch failed"; what failed is its cause's.
-  const inner = (cause as { cause?: unknown } | null)?.cause;
-  if (inner instanceof Error && !text.includes(inner.message)) {
-    text = `${text} (${inner.message})`;
+  const inner = cause instanceof Error ? cause.cause : undefined;
+  if (inner !== undefined && inner !== null) {
+    const innerText = messageOf(inner);
+    if (!text.includes(innerText)) text = `${text} (${innerText})`;
   }
   text = tokenMasker(token)(text);
   text = text.replace(/\s+/g, " ").trim();

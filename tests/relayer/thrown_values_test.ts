@@ -9,7 +9,12 @@
  */
 
 import assert from "node:assert/strict";
-import { createRelayer, MemoryStore, type Sender } from "../../mod.ts";
+import {
+  createRelayer,
+  HttpSender,
+  MemoryStore,
+  type Sender,
+} from "../../mod.ts";
 import { describeError, messageOf } from "../../policy/_walk.ts";
 
 const job = { intentId: "pi_0001", kind: "settle" } as const;
@@ -131,4 +136,21 @@ Deno.test("messageOf() and describeError() read no field of a thrown object but 
   assert.equal(messageOf(Symbol("pg://u:secret@h")), "a symbol (not an Error)");
   assert.equal(messageOf(2n ** 300n), "a bigint (not an Error)");
   assert.equal(messageOf(7), "7 (not an Error)");
+});
+
+Deno.test("HttpSender names a fetch that rejects with no Error by its kind and code, not as [object Object]", async () => {
+  const sender = new HttpSender({
+    url: "http://signer.internal",
+    fetch: () => Promise.reject({ code: "ECONNREFUSED", url: SECRET }),
+  });
+  await assert.rejects(
+    sender.send({ id: "pi_0001" } as never, { replace: false }),
+    (error: Error) => {
+      assert.equal(
+        error.message,
+        'signer unreachable: Object with code "ECONNREFUSED" (not an Error)',
+      );
+      return true;
+    },
+  );
 });

@@ -8,7 +8,7 @@
  */
 
 import assert from "node:assert/strict";
-import { createApp } from "../../webhook/app.ts";
+import { createApp, qstashPublisher } from "../../webhook/app.ts";
 import { MemoryStore, ScriptedSender, type Store } from "../../mod.ts";
 import { signHmac } from "./_signing.ts";
 
@@ -70,3 +70,29 @@ for (
     assert.doesNotMatch(all, /\n\s+at |file:\/\//);
   });
 }
+
+Deno.test("qstashPublisher() says what a fetch that rejects with no Error was, by its kind and code, not as [object Object]", async () => {
+  const publisher = qstashPublisher({
+    token: "qstash-token-for-thrown-values",
+    publicUrl: "https://relayer.example",
+    retries: 3,
+  });
+  const fetch = globalThis.fetch;
+  globalThis.fetch = () =>
+    Promise.reject({ code: "ECONNRESET", url: DATABASE });
+  try {
+    await assert.rejects(
+      publisher.publish({ intentId: "pi_0001", kind: "settle" }),
+      (error: Error) => {
+        assert.match(
+          error.message,
+          /^QStash did not answer the publish of pi_0001\/settle \(Object with code "ECONNRESET" \(not an Error\)\)/,
+        );
+        assert.ok(!error.message.includes("hunter2"), error.message);
+        return true;
+      },
+    );
+  } finally {
+    globalThis.fetch = fetch;
+  }
+});
