@@ -39,6 +39,7 @@ import {
   isRefusal,
   keptText,
   redriveRefusal,
+  writtenIntent,
 } from "../store/_rules.ts";
 import { sha256 } from "@noble/hashes/sha2.js";
 import { bytesToHex } from "@noble/hashes/utils.js";
@@ -1860,6 +1861,7 @@ export function createRelayer(options: RelayerOptions): Relayer {
                 version: current.version,
                 at: now(),
               }, options),
+            "transition",
           );
       case "settling":
         return await planSettling(intent, d);
@@ -2279,10 +2281,14 @@ export function createRelayer(options: RelayerOptions): Relayer {
     replace: boolean,
     writeAhead: (options: WriteOptions) => Promise<Intent> = (options) =>
       store.beginBroadcast(intent.id, intent.version, now(), options),
+    writeAheadMethod = "beginBroadcast",
   ): Promise<never> {
     // Counted before the write-ahead can land: a copy that reads it here
     // finds the send in flight.
-    const run = sendRecorded(d, replace, writeAhead);
+    const run = sendRecorded(d, replace, writeAhead, {
+      method: writeAheadMethod,
+      id: intent.id,
+    });
     const runs = sending.get(intent.id) ?? new Set<Promise<unknown>>();
     runs.add(run);
     sending.set(intent.id, runs);
@@ -2322,9 +2328,15 @@ export function createRelayer(options: RelayerOptions): Relayer {
     d: Delivery,
     replace: boolean,
     writeAhead: (options: WriteOptions) => Promise<Intent>,
+    // What the write-ahead calls, for a refusal of its answer.
+    called: { readonly method: string; readonly id: string },
   ): Promise<never> {
     const leaseFrom = now();
-    const current = await wroteAhead(d, writeAhead);
+    const current = writtenIntent(
+      called.method,
+      called.id,
+      await wroteAhead(d, writeAhead),
+    );
     const record: Recorded = { landed: false, refused: false };
     try {
       return await sendWrittenAhead(d, replace, current, leaseFrom, record);
@@ -2448,6 +2460,7 @@ export function createRelayer(options: RelayerOptions): Relayer {
             }, options)
           ),
       );
+      recorded = writtenIntent("recordBroadcast", current.id, recorded);
     } catch (error) {
       // On no record, it may still confirm: the resolve route reads it.
       keepUnrecorded(current.id, txHash);

@@ -13,6 +13,7 @@ import type {
   Broadcast,
   Claim,
   DeadLetter,
+  DeadLetterPage,
   HoldState,
   Intent,
   Marks,
@@ -104,6 +105,43 @@ export function intentOrNull(id: string, intent: unknown): Intent | null {
     `Cannot read intent ${id} as the store returned ${
       show(intent)
     }, not an intent or null: fix the Store's getIntent, and run the store contract (@relayer/poison/testing) against it`,
+  );
+}
+
+/**
+ * What a `Store`'s write (`transition`, `beginBroadcast`,
+ * `recordBroadcast`) answered for intent `id`, refused unless an object: a
+ * store of one's own that returns nothing (a `return` left out) met the
+ * relayer as "Cannot read properties of undefined (reading 'id')". The
+ * write may have landed: the refusal says to fix the store, not to retry.
+ */
+export function writtenIntent(
+  method: string,
+  id: string,
+  intent: unknown,
+): Intent {
+  if (typeof intent === "object" && intent !== null) return intent as Intent;
+  throw new TypeError(
+    `Cannot read intent ${id} after the store's ${method}() as it returned ${
+      show(intent)
+    }, not the intent as written: fix the Store's ${method} to answer it, and run the store contract (@relayer/poison/testing) against it`,
+  );
+}
+
+/**
+ * What a `Store`'s `listDeadLetters` answered, refused unless a page
+ * (`{ items, cursor }` with `items` an array): one that returned nothing
+ * answered `GET /v1/dead-letters` with a 200 and no body.
+ */
+export function deadLetterPage(page: unknown): DeadLetterPage {
+  if (
+    typeof page === "object" && page !== null &&
+    Array.isArray((page as { items?: unknown }).items)
+  ) return page as DeadLetterPage;
+  throw new TypeError(
+    `Cannot list dead letters as the store's listDeadLetters() returned ${
+      show(page)
+    }, not a page of them ({ items, cursor }): fix the Store's listDeadLetters, and run the store contract (@relayer/poison/testing) against it`,
   );
 }
 

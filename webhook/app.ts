@@ -48,10 +48,12 @@ import { HTTPException } from "hono/http-exception";
 import { matchedRoutes } from "hono/route";
 import {
   countOrThrow,
+  deadLetterPage,
   INTENT_ID_RULE,
   intentOrNull,
   isIntentId,
   redriveRefusal,
+  writtenIntent,
 } from "../store/_rules.ts";
 import {
   assertOptionNames,
@@ -3428,13 +3430,17 @@ export function createApp(deps: AppDeps): WebhookApp {
     const ledger = to === "settled" ? "capture" : "void";
     let resolved: Intent;
     try {
-      resolved = await store.transition(id, {
-        from: "needs_review",
-        to,
-        version,
-        at: now(),
-        ledger,
-      });
+      resolved = writtenIntent(
+        "transition",
+        id,
+        await store.transition(id, {
+          from: "needs_review",
+          to,
+          version,
+          at: now(),
+          ledger,
+        }),
+      );
     } catch (error) {
       if (error instanceof ConflictError) {
         return problem(
@@ -3604,7 +3610,9 @@ export function createApp(deps: AppDeps): WebhookApp {
     }
     const cursor = query.cursor ?? null;
     try {
-      return c.json(await store.listDeadLetters({ limit, cursor }));
+      return c.json(
+        deadLetterPage(await store.listDeadLetters({ limit, cursor })),
+      );
     } catch (error) {
       // The store's refusal names 'cursor'; fetch throws a TypeError too
       // when the network fails, and that is the store's failure, a 503.

@@ -1,0 +1,159 @@
+/**
+ * A store of one's own whose write returns nothing (a `return` left out)
+ * is named where its answer is read, with the method to fix, not met as
+ * "Cannot read properties of undefined"; one whose listDeadLetters()
+ * returns nothing is a 503 that says so in the log, not a 200 with no body.
+ *
+ * @module
+ */
+
+import assert from "node:assert/strict";
+import {
+  createRelayer,
+  MemoryStore,
+  ScriptedSender,
+  type Store,
+} from "../../mod.ts";
+import { createApp } from "../../webhook/app.ts";
+
+const job = { intentId: "pi_0001", kind: "settle" } as const;
+const OPS = "ops-token-for-store-answers";
+
+/** A MemoryStore whose `method` writes as it should, then answers nothing. */
+function answersNothing(method: keyof Store): {
+  store: Store;
+  memory: MemoryStore;
+} {
+  const memory = new MemoryStore();
+  const store = new Proxy(memory, {
+    get(target, key) {
+      const value = Reflect.get(target, key, target);
+      if (typeof value !== "function") return value;
+      if (key !== method) return value.bind(target);
+      return async (...args: unknown[]) => {
+        await value.apply(target, args);
+        return undefined;
+      };
+    },
+  });
+  return { store, memory };
+}
+
+function refusal(method: string): string {
+  return `Cannot read intent pi_0001 after the store's ${method}() as it returned undefined, not the intent as written: fix the Store's ${method} to answer it, and run the store contract (@relayer/poison/testing) against it`;
+}
+
+Deno.test("deliver() names a store's transition() to settling that answers nothing", async () => {
+  const { store, memory } = answersNothing("transition");
+  await memory.createIntent({
+    id: "pi_0001",
+    state: "authorized",
+    hold: "pending",
+  });
+  const sender = new ScriptedSender({
+    pi_0001: { sends: [{ txHash: "0xabc" }] },
+  });
+  const relayer = createRelayer({ store, sender, now: () => 0 });
+  const outcome = await relayer.deliver(job, 1);
+  assert.equal(outcome.action, "retry");
+  assert.equal(outcome.reason, refusal("transition"));
+});
+
+Deno.test("deliver() names a store's recordBroadcast() that answers nothing, keeping the hash sent", async () => {
+  const { store, memory } = answersNothing("recordBroadcast");
+  await memory.createIntent({
+    id: "pi_0001",
+    state: "authorized",
+    hold: "pending",
+  });
+  const sender = new ScriptedSender({
+    pi_0001: { sends: [{ txHash: "0xabc" }] },
+  });
+  const relayer = createRelayer({ store, sender, now: () => 0 });
+  const outcome = await relayer.deliver(job, 1);
+  assert.equal(outcome.action, "retry");
+  assert.equal(
+    outcome.reason,
+    `sent 0xabc, but its record failed: ${refusal("recordBroadcast")}`,
+  );
+});
+
+Deno.test("deliver() names a store's beginBroadcast() that answers nothing, on a rescue", async () => {
+  const { store, memory } = answersNothing("beginBroadcast");
+  await memory.createIntent({
+    id: "pi_0001",
+    state: "authorized",
+    hold: "pending",
+  });
+  const sender = new ScriptedSender({
+    pi_0001: { sends: [{ txHash: "0xabc" }, { txHash: "0xdef" }] },
+  });
+  let now = 0;
+  const relayer = createRelayer({ store, sender, now: () => now });
+  assert.equal((await relayer.deliver(job, 1)).action, "retry");
+  now = 10 * 60_000; // past stuckAfter, unconfirmed: a rescue
+  const outcome = await relayer.deliver(job, 2);
+  assert.equal(outcome.action, "retry");
+  assert.equal(outcome.reason, refusal("beginBroadcast"));
+});
+
+Deno.test("POST /v1/intents/:id/resolve answers 503 for a store's transition() that answers nothing, and logs why", async () => {
+  const { store, memory } = answersNothing("transition");
+  await memory.createIntent({
+    id: "pi_0001",
+    state: "needs_review",
+    hold: "pending",
+    settlingSince: 0,
+    lastBroadcast: { outcome: "not_sent", at: 0, error: "refused" },
+    mayHaveSent: false,
+  });
+  const lines: string[] = [];
+  const app = createApp({
+    store,
+    sender: new ScriptedSender({}),
+    now: () => 0,
+    opsToken: OPS,
+    log: (line) => void lines.push(line),
+  });
+  const intent = await memory.getIntent("pi_0001");
+  const answer = await app.request("/v1/intents/pi_0001/resolve", {
+    method: "POST",
+    headers: {
+      authorization: `Bearer ${OPS}`,
+      "content-type": "application/json",
+    },
+    body: JSON.stringify({ to: "failed", version: intent!.version }),
+  });
+  const body = await answer.text();
+  assert.equal(answer.status, 503, body);
+  assert.ok(
+    lines.some((line) => line.includes(refusal("transition"))),
+    lines.join("\n"),
+  );
+});
+
+Deno.test("GET /v1/dead-letters answers 503 for a store's listDeadLetters() that answers nothing, not a 200 with no body", async () => {
+  const { store } = answersNothing("listDeadLetters");
+  const lines: string[] = [];
+  const app = createApp({
+    store,
+    sender: new ScriptedSender({}),
+    now: () => 0,
+    opsToken: OPS,
+    log: (line) => void lines.push(line),
+  });
+  const answer = await app.request("/v1/dead-letters", {
+    headers: { authorization: `Bearer ${OPS}` },
+  });
+  const body = await answer.text();
+  assert.equal(answer.status, 503, body);
+  assert.equal(JSON.parse(body).status, 503);
+  assert.ok(
+    lines.some((line) =>
+      line.includes(
+        "the store's listDeadLetters() returned undefined, not a page of them ({ items, cursor })",
+      )
+    ),
+    lines.join("\n"),
+  );
+});
