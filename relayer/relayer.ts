@@ -348,7 +348,8 @@ export interface Relayer {
    * @throws {ConflictError} If the intent is settled, failed, in review or
    * gone (no job can help it), or another redrive won, or another redrive
    * of `jobId` runs in this relayer.
-   * @throws {TypeError} If `options` has a field it does not read.
+   * @throws {TypeError} If `jobId` is not a job id (a string with a '/'),
+   * or `options` has a field it does not read.
    */
   redrive(jobId: string, options?: RedriveOptions): Promise<Job | null>;
   /**
@@ -372,7 +373,8 @@ export interface Relayer {
    * @throws {ConflictError} If a job can still move the intent, it is in
    * review, or the letter changed since `version` was read (or during the
    * removal).
-   * @throws {TypeError} If `options` has a field it does not read.
+   * @throws {TypeError} If `jobId` is not a job id (a string with a '/'),
+   * or `options` has a field it does not read.
    *
    * @example Discard an unreadable message's letter
    * ```ts
@@ -1023,6 +1025,22 @@ function assertKeptDelivery(what: string, delivery: unknown): void {
       `Cannot ${what} as 'delivery' must be an integer from 1 to ${Number.MAX_SAFE_INTEGER}: current value is ${
         show(delivery)
       }`,
+    );
+  }
+}
+
+/**
+ * Checks the job id of a dead letter to redrive or discard: a string with
+ * a '/' (`<intentId>/settle`, `<queue>/<id>/unreadable`). From JavaScript,
+ * the job itself or its intent id alone found no letter, and the answer
+ * (`null`) read as "no such letter", not as a wrong argument.
+ */
+function assertLetterId(what: string, jobId: unknown): void {
+  if (typeof jobId !== "string" || !jobId.includes("/")) {
+    throw new TypeError(
+      `Cannot ${what} as 'jobId' must be a dead letter's job id such as "pi_0001/settle": current value is ${
+        show(jobId)
+      }; pass jobIdOf(job), or the jobId of a letter listDeadLetters() answered`,
     );
   }
 }
@@ -2873,6 +2891,7 @@ export function createRelayer(options: RelayerOptions): Relayer {
     jobId: string,
     options: RedriveOptions = {},
   ): Promise<Job | null> {
+    assertLetterId("redrive", jobId);
     assertOptionNames("redrive", options, REDRIVE_OPTIONS, {
       example: "{ publish }",
     });
@@ -2939,6 +2958,7 @@ export function createRelayer(options: RelayerOptions): Relayer {
     jobId: string,
     options: { readonly version?: string } = {},
   ): Promise<DeadLetter | null> {
+    assertLetterId("discard", jobId);
     assertOptionNames("discard", options, DISCARD_OPTIONS, {
       example: "{ version }",
     });

@@ -59,3 +59,38 @@ Deno.test("giveUp() names 'deliveries' when its count is not one", async () => {
     );
   }
 });
+
+// From JavaScript, the job itself or its intent id alone found no letter,
+// and the null answered read as "no such letter", not as a wrong argument.
+Deno.test("redrive() and discard() name a job id that is no string with a '/', before the store is read", async () => {
+  const { store, relayer: r } = relayer();
+  let reads = 0;
+  const getDeadLetter = store.getDeadLetter.bind(store);
+  store.getDeadLetter = (jobId) => {
+    reads++;
+    return getDeadLetter(jobId);
+  };
+  for (
+    const [jobId, shown] of [
+      ["pi_0001", '"pi_0001"'],
+      [
+        { intentId: "pi_0001", kind: "settle" },
+        '{"intentId":"pi_0001","kind":"settle"}',
+      ],
+      [42, "42"],
+      [undefined, "undefined"],
+    ] as const
+  ) {
+    for (const what of ["redrive", "discard"] as const) {
+      await assert.rejects(
+        r[what](jobId as never),
+        new TypeError(
+          `Cannot ${what} as 'jobId' must be a dead letter's job id such as "pi_0001/settle": current value is ${shown}; pass jobIdOf(job), or the jobId of a letter listDeadLetters() answered`,
+        ),
+      );
+    }
+  }
+  assert.equal(reads, 0);
+  assert.equal(await r.redrive("pi_0001/settle"), null);
+  assert.equal(await r.discard("local/m-1/unreadable"), null);
+});
