@@ -82,7 +82,12 @@ export type ReceiptStatus = "confirmed" | "pending" | "dropped";
  * that retried the request) only that rule catches. Wrap with `poison()`
  * when no retry can help: the payment is resolved at once, failed with
  * `notSent()` (as above), else reviewed. Any other error is taken as
- * "maybe sent".
+ * "maybe sent". Throw an `Error`: its message is what the broadcast's
+ * record, the delivery's reason and a dead letter keep. A value that is
+ * not one (`{ code: "ECONNRESET" }`, `null`) counts the same, and is kept
+ * only as its kind and a short `name` or `code`
+ * (`Object with code "ECONNRESET" (not an Error)`), never its other
+ * fields; a thrown string is kept as it is, up to 1,000 characters.
  *
  * The nonce is the Sender's to keep, one per intent:
  * - `replace: false` comes only while nothing of the intent may have left:
