@@ -38,6 +38,7 @@ import {
   isIntentId,
   isRefusal,
   keptText,
+  letterOrNull,
   redriveRefusal,
   writtenIntent,
 } from "../store/_rules.ts";
@@ -2568,7 +2569,7 @@ export function createRelayer(options: RelayerOptions): Relayer {
       const letter = onlyOnce ||
           (intent !== null &&
             ["settled", "failed", "needs_review"].includes(intent.state))
-        ? await store.getDeadLetter(jobId)
+        ? letterOrNull(jobId, await store.getDeadLetter(jobId))
         : null;
       if (letter !== null && queue && sameMessage(letter.queue, queue)) {
         // The queue repeating its give-up for the message this letter
@@ -2915,7 +2916,7 @@ export function createRelayer(options: RelayerOptions): Relayer {
     jobId: string,
     options: RedriveOptions,
   ): Promise<Job | null> {
-    const deadLetter = await store.getDeadLetter(jobId);
+    const deadLetter = letterOrNull(jobId, await store.getDeadLetter(jobId));
     if (deadLetter === null) return null;
     const intent = await readIntent(store, deadLetter.intentId);
     const refused = redriveRefusal(jobId, deadLetter.intentId, intent?.state);
@@ -2962,7 +2963,7 @@ export function createRelayer(options: RelayerOptions): Relayer {
     assertOptionNames("discard", options, DISCARD_OPTIONS, {
       example: "{ version }",
     });
-    const letter = await store.getDeadLetter(jobId);
+    const letter = letterOrNull(jobId, await store.getDeadLetter(jobId));
     if (letter === null) return null;
     const changed = () =>
       new ConflictError(

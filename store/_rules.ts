@@ -18,6 +18,7 @@ import type {
   Intent,
   Marks,
   NewIntent,
+  StoredDeadLetter,
   Transition,
   WriteOptions,
 } from "./store.ts";
@@ -105,6 +106,25 @@ export function intentOrNull(id: string, intent: unknown): Intent | null {
     `Cannot read intent ${id} as the store returned ${
       show(intent)
     }, not an intent or null: fix the Store's getIntent, and run the store contract (@relayer/poison/testing) against it`,
+  );
+}
+
+/**
+ * What a `Store`'s `getDeadLetter` answered for `jobId`, refused unless an
+ * object or `null`: `undefined` (a `Map`'s get) read as a letter that
+ * failed to load, or as one whose fields could not be read.
+ */
+export function letterOrNull(
+  jobId: string,
+  letter: unknown,
+): StoredDeadLetter | null {
+  if (letter === null || typeof letter === "object") {
+    return letter as StoredDeadLetter | null;
+  }
+  throw new TypeError(
+    `Cannot read the dead letter of ${jobId} as the store returned ${
+      show(letter)
+    }, not a dead letter or null: fix the Store's getDeadLetter, and run the store contract (@relayer/poison/testing) against it`,
   );
 }
 

@@ -52,6 +52,7 @@ import {
   INTENT_ID_RULE,
   intentOrNull,
   isIntentId,
+  letterOrNull,
   redriveRefusal,
   writtenIntent,
 } from "../store/_rules.ts";
@@ -2573,7 +2574,7 @@ export function createApp(deps: AppDeps): WebhookApp {
       if (letter !== undefined) {
         let kept: StoredDeadLetter | null;
         try {
-          kept = await store.getDeadLetter(letter);
+          kept = letterOrNull(letter, await store.getDeadLetter(letter));
         } catch (error) {
           return deliveryFailed(
             `qstash  ${letter} failure callback over the limit, and the read of its letter failed: ${
@@ -3130,7 +3131,7 @@ export function createApp(deps: AppDeps): WebhookApp {
       read = intent && {
         intent,
         deliveries: countOrThrow(jobId, await store.deliveries(jobId, now())),
-        deadLetter: await store.getDeadLetter(jobId),
+        deadLetter: letterOrNull(jobId, await store.getDeadLetter(jobId)),
       };
     } catch (error) {
       return storeFailed(`read of intent ${id}`, error);
@@ -3467,7 +3468,7 @@ export function createApp(deps: AppDeps): WebhookApp {
     const jobId = jobIdOf({ intentId: id, kind: "settle" });
     let letter: StoredDeadLetter | null | undefined;
     try {
-      letter = await store.getDeadLetter(jobId);
+      letter = letterOrNull(jobId, await store.getDeadLetter(jobId));
     } catch (error) {
       // Resolved all the same: only the advice is the poorer for it.
       log(

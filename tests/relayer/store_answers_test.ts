@@ -157,3 +157,55 @@ Deno.test("GET /v1/dead-letters answers 503 for a store's listDeadLetters() that
     lines.join("\n"),
   );
 });
+
+/** A MemoryStore whose getDeadLetter() answers `undefined` for a missing letter, as a `Map`'s get does. */
+function lettersAsMap(): { store: Store; memory: MemoryStore } {
+  const memory = new MemoryStore();
+  const store = new Proxy(memory, {
+    get(target, key) {
+      const value = Reflect.get(target, key, target);
+      if (typeof value !== "function") return value;
+      if (key === "getDeadLetter") {
+        return async (jobId: string) =>
+          (await target.getDeadLetter(jobId)) ?? undefined;
+      }
+      return value.bind(target);
+    },
+  });
+  return { store, memory };
+}
+
+const NO_LETTER =
+  "Cannot read the dead letter of pi_0001/settle as the store returned undefined, not a dead letter or null: fix the Store's getDeadLetter, and run the store contract (@relayer/poison/testing) against it";
+
+Deno.test("redrive() and discard() name a store's getDeadLetter() that answers undefined", async () => {
+  const { store } = lettersAsMap();
+  const relayer = createRelayer({ store, sender: new ScriptedSender({}) });
+  await assert.rejects(
+    relayer.redrive("pi_0001/settle"),
+    new TypeError(NO_LETTER),
+  );
+  await assert.rejects(
+    relayer.discard("pi_0001/settle"),
+    new TypeError(NO_LETTER),
+  );
+});
+
+Deno.test("GET /v1/intents/:id answers 503 for a store's getDeadLetter() that answers undefined, not an intent with no word of its letter", async () => {
+  const { store, memory } = lettersAsMap();
+  await memory.createIntent({ id: "pi_0001", state: "authorized" });
+  const lines: string[] = [];
+  const app = createApp({
+    store,
+    sender: new ScriptedSender({}),
+    now: () => 0,
+    opsToken: OPS,
+    log: (line) => void lines.push(line),
+  });
+  const answer = await app.request("/v1/intents/pi_0001", {
+    headers: { authorization: `Bearer ${OPS}` },
+  });
+  const body = await answer.text();
+  assert.equal(answer.status, 503, body);
+  assert.ok(lines.some((line) => line.includes(NO_LETTER)), lines.join("\n"));
+});
