@@ -988,15 +988,11 @@ function pubSubSource(dlqId: string | undefined): string | undefined {
 export function parseJob(job: unknown): Job {
   // From JavaScript, an intent id alone (`parseJob("pi_0001")`) was said
   // to lack an intent id, the one thing it held.
-  if (typeof job !== "object" || job === null || Array.isArray(job)) {
-    throw new TypeError(
-      `Cannot read job as it must be an object such as {"intentId":"pi_0001","kind":"settle"}: current value is ${
-        show(job)
-      }`,
-    );
-  }
+  if (typeof job !== "object" || job === null) throw notAJob(job);
   const { intentId, kind } = job as Record<string, unknown>;
   if (!isIntentId(intentId)) {
+    // Looked for only here: a job read well pays for no more than typeof.
+    if (Array.isArray(job)) throw notAJob(job);
     throw new TypeError(
       `Cannot read job as 'intentId' must be ${INTENT_ID_RULE}: current value is ${
         show(intentId)
@@ -1011,6 +1007,15 @@ export function parseJob(job: unknown): Job {
     );
   }
   return { intentId, kind };
+}
+
+/** The refusal of a job that is no object (a string, an array, null). */
+function notAJob(job: unknown): TypeError {
+  return new TypeError(
+    `Cannot read job as it must be an object such as {"intentId":"pi_0001","kind":"settle"}: current value is ${
+      show(job)
+    }`,
+  );
 }
 
 /**
