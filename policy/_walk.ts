@@ -345,18 +345,33 @@ export function oneLine(line: string): string {
 
 /**
  * An error's name and message on one short line, for a log: white space
- * collapsed, at most 300 characters. Never a stack.
+ * collapsed, at most 300 characters. Never a stack. An `AggregateError`
+ * with no message of its own (`node:net`'s, once every address of a host
+ * name refused the connect) is said by its members' messages, which carry
+ * the words: its own name alone said nothing.
  */
 export function describeError(error: unknown): string {
   let text: string;
   try {
     text = error instanceof Error && typeof error.message === "string"
-      ? `${shortField(error.name) ?? "Error"}: ${error.message}`
+      ? `${shortField(error.name) ?? "Error"}: ${
+        error.message || membersSaid(error)
+      }`
       : messageOf(error);
   } catch {
     text = "unprintable error"; // a proxy's trap
   }
   return cutAt(text.replace(/\s+/g, " "), 300);
+}
+
+/** The messages of an `AggregateError`'s first members, `""` for any other error. */
+function membersSaid(error: Error): string {
+  const errors = (error as { errors?: unknown }).errors;
+  if (!Array.isArray(errors)) return "";
+  // No more than a log line keeps (300 characters).
+  return errors.slice(0, 16).map((member) =>
+    member instanceof Error ? member.message : String(member)
+  ).join(", ");
 }
 
 /**

@@ -3907,12 +3907,7 @@ function refusedConnection(
     ? `as PostgreSQL refused a connection (${said}): its database was renamed or dropped; restore it, or point the client at the service's database; nothing was ${done}, so try again then`
     : code === "53300"
     ? `as PostgreSQL has no connection slot left for it (${said}): end idle sessions (see pg_stat_activity), raise that limit, or lower the pool's max; nothing was ${done}, so try again`
-    : code === "ECONNREFUSED" &&
-        // The connect's bare words: a Unix socket's refusal already says
-        // what to check (store/_postgres_socket.ts).
-        /^connect ECONNREFUSED \S+$/.test(
-          String((error as { message?: unknown }).message),
-        )
+    : code === "ECONNREFUSED" && bareRefusal(error)
     ? `as nothing listens at PostgreSQL's host and port (${said}): start the server, or correct the host and port the client connects to; nothing was ${done}, so try again`
     : null;
   if (text === null) return null;
@@ -3921,6 +3916,24 @@ function refusedConnection(
     { code },
   );
   return done === "written" ? notWritten(refused) : refused;
+}
+
+/**
+ * Whether `error` is a TCP connect's refusal in its bare words, `connect
+ * ECONNREFUSED <address>`, or an `AggregateError` of such refusals alone
+ * (`node:net`'s, with no message of its own, once every address of a host
+ * name refused: `localhost` as `::1` and `127.0.0.1`). A Unix socket's
+ * refusal already says what to check (store/_postgres_socket.ts).
+ */
+function bareRefusal(error: unknown): boolean {
+  const bare = (one: unknown) =>
+    /^connect ECONNREFUSED \S+$/.test(
+      String((one as { message?: unknown } | null)?.message),
+    );
+  const errors = (error as { errors?: unknown }).errors;
+  return Array.isArray(errors)
+    ? errors.length > 0 && errors.every(bare)
+    : bare(error);
 }
 
 /** The error of a write that got no connection within `waitMs`. */

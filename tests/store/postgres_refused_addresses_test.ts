@@ -1,0 +1,50 @@
+/**
+ * PostgresStore when the client's host name stands for several addresses
+ * (`localhost` for `::1` and `127.0.0.1`) and each refuses the connect:
+ * Node's and Deno's `node:net` then fail it as one `AggregateError`, with
+ * no words of its own, which the store says as it says one refusal.
+ *
+ * @module
+ */
+
+import assert from "node:assert/strict";
+import { downPort } from "./_down_port.ts";
+
+Deno.test("PostgresStore says a refusal by every address of the host's name (an AggregateError) as nothing listening at that host and port, a write marked as not written; a read alike", async () => {
+  const port = await downPort();
+  const { code, stdout, stderr } = await new Deno.Command(Deno.execPath(), {
+    args: [
+      "run",
+      "--no-check",
+      "--allow-read",
+      "--allow-env",
+      "--allow-net=127.0.0.1,[::1]",
+      `${import.meta.dirname}/_two_address_refusal.ts`,
+      String(port),
+    ],
+    stdout: "piped",
+    stderr: "piped",
+  }).output();
+  assert.equal(code, 0, new TextDecoder().decode(stderr));
+  const [write, read] = new TextDecoder().decode(stdout).trim().split("\n")
+    .map((line) => JSON.parse(line));
+  const refused =
+    `\\(AggregateError: connect ECONNREFUSED ::1:${port}, connect ECONNREFUSED 127\\.0\\.0\\.1:${port}\\)`;
+  assert.match(
+    write.message,
+    new RegExp(
+      `^Cannot create intent pi_0001 as nothing listens at PostgreSQL's host and port ${refused}: start the server, or correct the host and port the client connects to; nothing was written, so try again$`,
+    ),
+  );
+  assert.deepEqual(
+    { code: write.code, cause: write.cause, notWritten: write.notWritten },
+    { code: "ECONNREFUSED", cause: "AggregateError", notWritten: true },
+  );
+  assert.match(
+    read.message,
+    new RegExp(
+      `^The store's read failed as nothing listens at PostgreSQL's host and port ${refused}: start the server, or correct the host and port the client connects to; nothing was read, so try again$`,
+    ),
+  );
+  assert.equal(read.code, "ECONNREFUSED");
+});
