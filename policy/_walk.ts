@@ -247,7 +247,11 @@ export function messageOf(error: unknown): string {
       // An Error's message too may be anything (assigned after the fact):
       // only a string is taken as it is.
       const { message } = error as { message?: unknown };
-      if (typeof message === "string") return message;
+      if (typeof message === "string") {
+        return message === "" && error instanceof Error
+          ? wordsOf(error)
+          : message;
+      }
       if (error instanceof Error) {
         const name = shortField(error.name) ?? "Error";
         return typeof message === "number" || typeof message === "boolean"
@@ -354,9 +358,7 @@ export function describeError(error: unknown): string {
   let text: string;
   try {
     text = error instanceof Error && typeof error.message === "string"
-      ? `${shortField(error.name) ?? "Error"}: ${
-        error.message || membersSaid(error)
-      }`
+      ? `${shortField(error.name) ?? "Error"}: ${wordsOf(error)}`
       : messageOf(error);
   } catch {
     text = "unprintable error"; // a proxy's trap
@@ -364,14 +366,25 @@ export function describeError(error: unknown): string {
   return cutAt(text.replace(/\s+/g, " "), 300);
 }
 
-/** The messages of an `AggregateError`'s first members, `""` for any other error. */
-function membersSaid(error: Error): string {
-  const errors = (error as { errors?: unknown }).errors;
-  if (!Array.isArray(errors)) return "";
-  // No more than a log line keeps (300 characters).
-  return errors.slice(0, 16).map((member) =>
-    member instanceof Error ? member.message : String(member)
-  ).join(", ");
+/**
+ * An error's message, or, for an `AggregateError` with none of its own
+ * (`node:net`'s, once every address of a host name refused the connect),
+ * its first members' messages, joined by ", ": where the words are.
+ */
+export function wordsOf(error: Error): string {
+  const { message } = error;
+  if (typeof message !== "string") return messageOf(error);
+  if (message !== "") return message;
+  // A Sender's aggregate may hold anything: what cannot be read says
+  // nothing, and never throws from a log line.
+  try {
+    const errors = (error as { errors?: unknown }).errors;
+    if (!Array.isArray(errors)) return "";
+    // No more than a log line keeps (300 characters).
+    return errors.slice(0, 16).map(messageOf).join(", ");
+  } catch {
+    return "";
+  }
 }
 
 /**

@@ -40,6 +40,7 @@ import postgres from "postgres";
 import { PostgresStore } from "../store/postgres.ts";
 import type { KvLike } from "../store/kv.ts";
 import { openHint, remoteKvRefusal, withoutToken } from "../main.ts";
+import { wordsOf } from "../policy/_walk.ts";
 import { clockSkew, ConfigError, databaseUrl } from "../webhook/config.ts";
 import { refuseNoFile, refuseNotAStore } from "../webhook/_kv_file.ts";
 import {
@@ -261,7 +262,7 @@ export async function main(
       // store's calls use, said as the service says it at start (one line
       // naming DATABASE_URL, what to do where the error says, without the
       // URL: it holds the password).
-      const message = error instanceof Error ? error.message : String(error);
+      const message = error instanceof Error ? wordsOf(error) : String(error);
       console.error(
         `DATABASE_URL: cannot open ${database.description}: ${message}${
           openHint(message, database.sslnegotiation === "direct")
