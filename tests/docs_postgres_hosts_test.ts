@@ -13,6 +13,7 @@
 import assert from "node:assert/strict";
 import postgres from "postgres";
 import { PostgresStore } from "../store/postgres.ts";
+import { underPgEnv } from "./_pg_env.ts";
 
 /** The options postgres.js read, of which it dials `path` or `host`. */
 function dials(sql: postgres.Sql): { path: unknown; host: unknown } {
@@ -28,16 +29,12 @@ Deno.test("docs/postgres.md: a socket dir as the host option, or as PGHOST, is d
     host: "/run/postgresql",
   });
   assert.equal(dials(over).path, "/run/postgresql/.s.PGSQL.6543");
-  const before = Deno.env.get("PGHOST");
-  Deno.env.set("PGHOST", "/run/postgresql");
-  try {
-    const env = postgres({ port: 5432 });
-    assert.equal(dials(env).path, "/run/postgresql/.s.PGSQL.5432");
-    await env.end();
-  } finally {
-    if (before === undefined) Deno.env.delete("PGHOST");
-    else Deno.env.set("PGHOST", before);
-  }
+  // PGHOST in a process of its own: set in this one, every client that
+  // another file of the run made meanwhile dialled the socket dir.
+  assert.equal(
+    await underPgEnv("dials", { PGHOST: "/run/postgresql" }),
+    "/run/postgresql/.s.PGSQL.5432",
+  );
   await given.end();
   await over.end();
 });

@@ -17,6 +17,7 @@ import postgres from "postgres";
 import { PostgresStore } from "../../store/postgres.ts";
 import { answeredSocketOption } from "../../store/postgres_socket.ts";
 import { postgresAvailable } from "../_postgres.ts";
+import { underPgEnv } from "../_pg_env.ts";
 import {
   postgresBinDir,
   startPostgres,
@@ -118,16 +119,17 @@ Deno.test("PostgresStore refuses TLS over a Unix socket however it is asked (the
     assert.throws(() => new PostgresStore(sql), refusesTls, String(ssl));
     await sql.end();
   }
-  const before = Deno.env.get("PGSSL");
-  Deno.env.set("PGSSL", "require");
-  try {
-    const env = postgres({ host: dir });
-    assert.throws(() => new PostgresStore(env), refusesTls, "PGSSL=require");
-    await env.end();
-  } finally {
-    if (before === undefined) Deno.env.delete("PGSSL");
-    else Deno.env.set("PGSSL", before);
-  }
+  // PGSSL in a process of its own: set in this one, every client that
+  // another file of the run made meanwhile started TLS with the run's
+  // server, which serves none.
+  const [env] = await underPgEnv("refusals", { PGSSL: "require" }) as [
+    string | null,
+  ];
+  assert.ok(
+    env !== null && env.startsWith("TypeError: ") &&
+      refusesTls(new TypeError(env.slice("TypeError: ".length))),
+    `PGSSL=require: ${env}`,
+  );
   for (
     const sql of [
       postgres({ host: dir }),
@@ -167,25 +169,12 @@ Deno.test('PostgresStore refuses ssl: "disable" (and "false"), which postgres.js
 });
 
 Deno.test("PostgresStore refuses PGSSL=disable, which postgres.js 3.4.9 reads as TLS, on a client the URL does not tell its TLS", async () => {
-  const before = Deno.env.get("PGSSL");
-  Deno.env.set("PGSSL", "disable");
-  try {
-    const sql = postgres({ host: "/run/postgresql" });
-    assert.throws(() => new PostgresStore(sql), refusesWord("disable"));
-    await sql.end();
-    // The URL's sslmode comes before PGSSL: no TLS.
-    const url = postgres(
-      "postgres://relayer@localhost/payments?sslmode=disable",
-      {
-        host: "/run/postgresql",
-      },
-    );
-    new PostgresStore(url).close();
-    await url.end();
-  } finally {
-    if (before === undefined) Deno.env.delete("PGSSL");
-    else Deno.env.set("PGSSL", before);
-  }
+  // PGSSL in a process of its own (see above). The URL's sslmode comes
+  // before PGSSL: no TLS.
+  assert.deepEqual(await underPgEnv("refusals", { PGSSL: "disable" }), [
+    `TypeError: ${refusesWord("disable").message}`,
+    null,
+  ]);
 });
 
 Deno.test("PostgresStore takes ssl: false over a Unix socket: no TLS", async () => {
