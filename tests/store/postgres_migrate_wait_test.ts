@@ -56,6 +56,50 @@ Deno.test({
   }),
 });
 
+Deno.test({
+  name:
+    "PostgresStore.migrate() without waitMs bounds its wait at 20000ms, as its error says, not at none or another",
+  ignore,
+  fn: timeout(20_000, async () => {
+    const sql = await connect(1);
+    const schema = freshSchema();
+    const store = new PostgresStore(sql, { schema });
+    let held: Awaited<ReturnType<typeof sql.reserve>> | undefined = await sql
+      .reserve();
+    // The runtime's own timers, each delay given them seen on its way:
+    // waiting out the 20 s bound itself would cost the run 20 s.
+    const real = globalThis.setTimeout;
+    const delays: unknown[] = [];
+    globalThis.setTimeout = ((...args: Parameters<typeof real>) => {
+      delays.push(args[1]);
+      return real(...args);
+    }) as typeof real;
+    let migrating: Promise<void>;
+    try {
+      migrating = store.migrate();
+    } finally {
+      globalThis.setTimeout = real;
+    }
+    let settled = false;
+    migrating.then(() => settled = true, () => settled = true);
+    try {
+      // Its bound armed as the call began, the connection still held.
+      assert.ok(delays.includes(20_000), `delays: ${delays.join(", ")}`);
+      await new Promise((resolve) => setTimeout(resolve, 300));
+      assert.equal(settled, false);
+      held.release();
+      held = undefined;
+      await inTime(migrating, 6_000, "the migration");
+      await store.createIntent({ id: "pi_1", hold: "pending" });
+    } finally {
+      held?.release();
+      store.close();
+      await sql.unsafe(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
+      await sql.end();
+    }
+  }),
+});
+
 Deno.test("PostgresStore.migrate() refuses a waitMs that is not a whole number of milliseconds from 1 to 2147483647, sending nothing", async () => {
   // Never connects: the refusal comes first.
   const sql = (await import("postgres")).default(
