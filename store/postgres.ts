@@ -1548,7 +1548,10 @@ export class PostgresStore implements Store {
     work: Work<T>,
   ): Promise<T> {
     if (this.#sql.options.fetch_types === false) return await this.#begin(work);
-    const tx = await this.#reserve();
+    const tx = await this.#reserve().catch((error) => {
+      // No connection was handed to the write: nothing of it was sent.
+      throw socketLost(error) ? lostBeforeWrite(error) : error;
+    });
     let lost = false;
     // The connection postgres.js runs the flight on, once it sent the
     // flight's first query (see `seenOn`).
@@ -3728,6 +3731,27 @@ function lostDuringWrite(error: unknown): Error {
       describeError(error)
     }): it may have landed or not; the next read says which`,
     { cause: error },
+  );
+}
+
+/**
+ * The error of a write whose connection was lost (see
+ * {@linkcode socketLost}) before the pool handed it over: a connection
+ * being opened for it, reset before its login ended (a server that
+ * refuses the login, an expired password, may reset some so instead of
+ * saying why), or closed. Nothing of the write was sent; marked so.
+ */
+function lostBeforeWrite(error: unknown): Error {
+  return notWritten(
+    Object.assign(
+      new Error(
+        `PostgreSQL lost the connection the write was to go on before any of it was sent (${
+          describeError(error)
+        }): nothing was written, so try again; if it goes on, the server's log says why it ends new connections (an expired password, a connection limit, a restart)`,
+        { cause: error },
+      ),
+      { code: (error as { code?: unknown }).code },
+    ),
   );
 }
 
