@@ -258,6 +258,42 @@ Deno.test("isPoison() never throws, whatever is thrown at it", () => {
   );
 });
 
+Deno.test("describeError() says an AggregateError with no message of its own by its members' messages, and never throws on a member or an errors list it cannot read", () => {
+  // node:net's, once every address of a host name refused the connect.
+  assert.equal(
+    describeError(
+      new AggregateError([
+        new Error("connect ECONNREFUSED ::1:5432"),
+        new Error("connect ECONNREFUSED 127.0.0.1:5432"),
+      ]),
+    ),
+    "AggregateError: connect ECONNREFUSED ::1:5432, connect ECONNREFUSED 127.0.0.1:5432",
+  );
+  assert.equal(
+    describeError(new AggregateError([new Error("a")], "its own")),
+    "AggregateError: its own",
+  );
+  const hostile = {
+    get message(): string {
+      throw new Error("no");
+    },
+    toString(): string {
+      throw new Error("no");
+    },
+  };
+  assert.equal(
+    describeError(new AggregateError([hostile, Symbol("s"), "x"])),
+    "AggregateError: unprintable error, Symbol(s), x",
+  );
+  const unreadable = new AggregateError([]);
+  Object.defineProperty(unreadable, "errors", {
+    get() {
+      throw new Error("no");
+    },
+  });
+  assert.equal(describeError(unreadable), "AggregateError: ");
+});
+
 Deno.test("describeError() cuts at 300 characters, never inside a surrogate pair", () => {
   for (const at of [298, 299]) {
     const text = describeError(
