@@ -2200,6 +2200,8 @@ export class PostgresStore implements Store {
         if (connectionLost(error)) this.#absorb();
         return landed.value;
       }
+      // No connection was handed to it yet: nothing of it was sent.
+      if (!started && socketLost(error)) throw lostBeforeWrite(error);
       if (!started || !connectionLost(error)) throw error;
       this.#absorb();
       throw lostDuringWrite(error);
