@@ -283,7 +283,7 @@ Deno.test("describeError() says an AggregateError with no message of its own by 
   };
   assert.equal(
     describeError(new AggregateError([hostile, Symbol("s"), "x"])),
-    "AggregateError: unprintable error, Symbol(s), x",
+    "AggregateError: unprintable error, a symbol (not an Error), x",
   );
   const unreadable = new AggregateError([]);
   Object.defineProperty(unreadable, "errors", {
