@@ -11,6 +11,7 @@ import { loadConfig } from "../webhook/config.ts";
 import postgres from "postgres";
 import { freshDatabase, postgresAvailable } from "./_postgres.ts";
 import { slowSigner } from "./_slow_signer.ts";
+import { memoryKvConnect } from "./_memory_kv_connect.ts";
 import { timeout } from "./_timeout.ts";
 import { startArgs } from "../support/start_args.ts";
 import { hmacSignature } from "../webhook/_auth.ts";
@@ -29,7 +30,7 @@ const OPS_TOKEN = "shutdown-ops-0123456789";
 const SECRET = "shutdown-secret-0123456789";
 
 /**
- * `main.ts` on KV in a temp dir, with a signer whose sends take `holdMs` (1.5 s) and
+ * `main.ts` on KV in a temp dir (or on the database `env` attaches), with a signer whose sends take `holdMs` (1.5 s) and
  * an authorized intent `intentId`, healthy; `body` runs against it, and
  * everything is stopped and removed after, whatever happens.
  */
@@ -53,7 +54,8 @@ async function withServedMain(
     LEASE: "8s",
     WEBHOOK_SECRET: SECRET,
     OPS_TOKEN,
-    KV_PATH: `${dir}/relayer.kv`,
+    // On Deno Deploy, the database it attached; elsewhere a file.
+    ...("DENO_KV_DEFAULT_PATH" in env ? {} : { KV_PATH: `${dir}/relayer.kv` }),
     ...env,
   }, { writeDir: dir });
   signal.addEventListener("abort", service.kill);
@@ -129,32 +131,43 @@ Deno.test(
   "main.ts on Deno Deploy (DENO_DEPLOYMENT_ID) drains for 3.5 s on SIGINT and exits before Deploy's SIGKILL at 5 s",
   timeout(
     30_000,
-    (_t, signal) =>
-      withServedMain(
-        { DENO_DEPLOYMENT_ID: "test-deployment" },
-        "pi_deploy",
-        signal,
-        async ({ service, signer, base }) => {
-          const inFlight = signedDelivery(base, SECRET, "pi_deploy").then(
-            (r) => r.body?.cancel(),
-            () => {},
-          );
-          await signer.firstStarted; // mid-send, for longer than the drain
-          const sentAt = performance.now();
-          service.child.kill("SIGINT");
-          const { code, stdout, stderr } = await service.ended();
-          const tookMs = performance.now() - sentAt;
-          await inFlight;
-          assert.equal(code, 0, `${stdout}\n${stderr}`);
-          assert.ok(tookMs < 5_000, `exited after ${Math.round(tookMs)} ms`);
-          assert.match(stdout, /relayer: SIGINT: draining \(at most 3\.5s\)/);
-          assert.match(
-            stdout,
-            /relayer: 1 delivery still running was cut short .*; KV closed/,
-          );
-        },
-        6_000,
-      ),
+    async (_t, signal) => {
+      // As Deploy attaches a Deno KV database: its URL and token.
+      const database = memoryKvConnect();
+      try {
+        await withServedMain(
+          {
+            DENO_DEPLOYMENT_ID: "test-deployment",
+            DENO_KV_DEFAULT_PATH: `http://127.0.0.1:${database.addr.port}/kv`,
+            DENO_KV_ACCESS_TOKEN: "deploy-token-0123456789",
+          },
+          "pi_deploy",
+          signal,
+          async ({ service, signer, base }) => {
+            const inFlight = signedDelivery(base, SECRET, "pi_deploy").then(
+              (r) => r.body?.cancel(),
+              () => {},
+            );
+            await signer.firstStarted; // mid-send, for longer than the drain
+            const sentAt = performance.now();
+            service.child.kill("SIGINT");
+            const { code, stdout, stderr } = await service.ended();
+            const tookMs = performance.now() - sentAt;
+            await inFlight;
+            assert.equal(code, 0, `${stdout}\n${stderr}`);
+            assert.ok(tookMs < 5_000, `exited after ${Math.round(tookMs)} ms`);
+            assert.match(stdout, /relayer: SIGINT: draining \(at most 3\.5s\)/);
+            assert.match(
+              stdout,
+              /relayer: 1 delivery still running was cut short .*; KV closed/,
+            );
+          },
+          6_000,
+        );
+      } finally {
+        await database.shutdown();
+      }
+    },
   ),
 );
 
