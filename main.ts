@@ -1234,8 +1234,8 @@ export async function openService(
     // KV_QUEUE=1 is refused with DATABASE_URL: not offered.
     ? "no queue for jobs (POST /v1/jobs and redrives answer 503: QSTASH_TOKEN gives them one; the local KV queue does not run with DATABASE_URL)"
     : config.onDeploy
-    // KV_QUEUE=1 is refused on Deno Deploy, which runs no Deno KV queue,
-    // whichever Deno KV the service opens there (its own, or KV_PATH).
+    // KV_QUEUE=1 is refused on Deno Deploy, which runs no Deno KV queue
+    // (and KV_PATH, a store of each isolate's own there).
     ? "no queue for jobs (POST /v1/jobs and redrives answer 503: QSTASH_TOKEN gives them one; Deno Deploy runs no local KV queue)"
     : "url" in config.kv
     // KV_QUEUE=1 is refused with KV_URL: KV Connect runs no queue.

@@ -306,18 +306,27 @@ Deno.test("the start's refusal docs/routes.md quotes is what the service says, w
   assert.ok(quotes(quoted[1]!, said), `${quoted[1]}\n  is not\n${said}`);
 });
 
-Deno.test("docs/routes.md tells a Deno Deploy user to leave KV_PATH out, as loadConfig opens it there in place of the attached database", async () => {
+Deno.test("docs/routes.md tells a Deno Deploy user to leave KV_PATH out, and quotes the start's refusal of it there", async () => {
   const deploy = {
     ...base,
     DENO_DEPLOYMENT_ID: "deployment",
     DENO_KV_DEFAULT_PATH: "https://kv.example.test/databases/db/connect",
   };
   assert.deepEqual(loadConfig(deploy).kv, { platform: true });
-  for (const path of [":memory:", "./data/relayer.kv"]) {
-    assert.deepEqual(loadConfig({ ...deploy, KV_PATH: path }).kv, { path });
-  }
   const doc = (await Deno.readTextFile(new URL("docs/routes.md", ROOT)))
     .replace(/\s+/g, " ");
   assert.match(doc, /leave `KV_PATH` out of Deploy's variables/);
-  assert.match(doc, /The start does not refuse it there/);
+  const quoted = doc.match(
+    /`(relayer: cannot start: KV_PATH is refused on Deno Deploy: [^`]*)`/,
+  );
+  assert.ok(quoted, "routes.md quotes no refusal of KV_PATH on Deploy");
+  for (const path of [":memory:", "./data/relayer.kv"]) {
+    let line = "";
+    try {
+      loadConfig({ ...deploy, KV_PATH: path });
+    } catch (error) {
+      line = `relayer: cannot start: ${(error as Error).message}`;
+    }
+    assert.ok(quotes(quoted[1]!, line), `${quoted[1]}\n  is not\n${line}`);
+  }
 });

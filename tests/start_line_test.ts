@@ -82,38 +82,28 @@ Deno.test({
 Deno.test("openService()'s start line on Deno Deploy KV without QStash names QSTASH_TOKEN alone: KV_QUEUE=1 is refused there", async () => {
   // Deno.openKv() opens what DENO_KV_DEFAULT_PATH names: here memory, on
   // Deploy the database it attached (the URL the settings carry).
+  const env = {
+    WEBHOOK_SECRET: "start-line-secret-0123456789",
+    DENO_DEPLOYMENT_ID: "test-deployment",
+    DENO_KV_DEFAULT_PATH: "https://kv.test/databases/0123/connect",
+  };
+  assert.throws(
+    () => loadConfig({ ...BASE_NO_KV_PATH, ...env, KV_QUEUE: "1" }),
+    /KV_QUEUE is refused on Deno Deploy/,
+  );
   const before = Deno.env.get("DENO_KV_DEFAULT_PATH");
   Deno.env.set("DENO_KV_DEFAULT_PATH", ":memory:");
   try {
+    // Before, it said "QSTASH_TOKEN, or KV_QUEUE=1 locally, gives them
+    // one", a setting that then stopped the start.
     assert.match(
-      await startLine({
-        WEBHOOK_SECRET: "start-line-secret-0123456789",
-        DENO_DEPLOYMENT_ID: "test-deployment",
-        DENO_KV_DEFAULT_PATH: "https://kv.test/databases/0123/connect",
-      }, BASE_NO_KV_PATH),
+      await startLine(env, BASE_NO_KV_PATH),
       /; store Deno Deploy KV; no queue for jobs \(POST \/v1\/jobs and redrives answer 503: QSTASH_TOKEN gives them one; Deno Deploy runs no local KV queue\); routes: deliveries, ops$/,
     );
   } finally {
     if (before === undefined) Deno.env.delete("DENO_KV_DEFAULT_PATH");
     else Deno.env.set("DENO_KV_DEFAULT_PATH", before);
   }
-});
-
-Deno.test("openService()'s start line on Deno Deploy with KV_PATH and no QStash names QSTASH_TOKEN alone: KV_QUEUE=1 is refused on Deploy", async () => {
-  const env = {
-    WEBHOOK_SECRET: "start-line-secret-0123456789",
-    DENO_DEPLOYMENT_ID: "test-deployment",
-  };
-  assert.throws(
-    () => loadConfig({ ...BASE, ...env, KV_QUEUE: "1" }),
-    /KV_QUEUE is refused on Deno Deploy/,
-  );
-  // Before, it said "QSTASH_TOKEN, or KV_QUEUE=1 locally, gives them one",
-  // a setting that then stopped the start.
-  assert.match(
-    await startLine(env),
-    /; store :memory:; no queue for jobs \(POST \/v1\/jobs and redrives answer 503: QSTASH_TOKEN gives them one; Deno Deploy runs no local KV queue\); routes: deliveries, ops$/,
-  );
 });
 
 Deno.test("openService()'s start line on a KV Connect database (KV_URL) without QStash names QSTASH_TOKEN alone: KV_QUEUE=1 is refused with KV_URL", async () => {

@@ -17,6 +17,7 @@ import { freshDatabase, postgresAvailable } from "./_postgres.ts";
 import { runs } from "./_runs.ts";
 import { timeout } from "./_timeout.ts";
 import {
+  emptyKv,
   readRefusingKv,
   refusingMetadata,
   silentKv,
@@ -333,6 +334,29 @@ Deno.test(
     assertOneLine(
       stderr,
       /^relayer: cannot start: No Deno KV database is attached to this app on Deno Deploy: .*Provision Database \(Deno KV\), then Assign it to this app, and redeploy/,
+    );
+  }),
+);
+
+Deno.test(
+  "main.ts on Deno Deploy refuses KV_PATH in one line, beside the attached database, rather than serve on a store of each isolate's own",
+  timeout(30_000, async () => {
+    // A database attached and answering, as Deploy sets it, and KV_PATH,
+    // which Deno.openKv() would open in its place.
+    const { code, stderr } = await refusedStart(
+      emptyKv,
+      (url) => ({
+        DENO_DEPLOYMENT_ID: "test-deployment",
+        DENO_KV_DEFAULT_PATH: url,
+        DENO_KV_ACCESS_TOKEN: "deploy-token-0123456789",
+        KV_PATH: ":memory:",
+      }),
+      "it served on an isolate's own KV",
+    );
+    assert.equal(code, 1);
+    assertOneLine(
+      stderr,
+      /^relayer: cannot start: KV_PATH is refused on Deno Deploy: .*Remove KV_PATH from the app's environment variables/,
     );
   }),
 );

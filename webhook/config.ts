@@ -18,10 +18,10 @@
  * | `OPS_TOKEN` | the bearer token of the ops routes (16+ characters), not equal to any signing secret or `QSTASH_TOKEN`, nor the docs' local-run value on Deno Deploy or with a `PUBLIC_URL` off this machine |
  * | `SENDER_URL` | the signer service (`POST /send`, `GET /receipt/:txHash`) |
  * | `SENDER_TIMEOUT` | optional: how long a signer call may take (default `10s`; a duration, as the policy's below) |
- * | `KV_PATH` / `KV_URL` | a SQLite file (default `./data/relayer.kv`) or a KV Connect URL |
+ * | `KV_PATH` / `KV_URL` | a SQLite file (default `./data/relayer.kv`; refused on Deno Deploy, where it would be each isolate's own) or a KV Connect URL |
  * | `DENO_KV_ACCESS_TOKEN` | with `KV_URL`: KV Connect's access token (what a header can carry: printable ASCII, no line break, no space at either end) |
  * | `DENO_DEPLOYMENT_ID`, `DENO_KV_PATH_PREFIX` | set by Deno Deploy, not by you: the first says the service runs there (the local queue and `RELAYER_INSECURE_DEV` are refused, the drain is shorter); the second is read before `DENO_KV_DEFAULT_PATH` |
- * | `DENO_KV_DEFAULT_PATH` | set by Deno Deploy, not by you: the Deno KV database assigned to the app. On Deploy, with neither `KV_URL`, `KV_PATH` nor `DATABASE_URL`, the service refuses to start without one (an isolate's own store instead would lose its state and share none) |
+ * | `DENO_KV_DEFAULT_PATH` | set by Deno Deploy, not by you: the Deno KV database assigned to the app. On Deploy, with neither `KV_URL` nor `DATABASE_URL`, the service refuses to start without one (an isolate's own store instead would lose its state and share none) |
  * | `KV_QUEUE` | `1`: also consume the local Deno KV queue on a KV file (not with `KV_URL` or `DATABASE_URL`, and refused on Deno Deploy); Deno KV delays a message at most 30 days, so `CAP` is then at most `720h`, and `LEASE` plus twice `CLOCK_SKEW` (a busy delivery's wait) at most that too |
  * | `DATABASE_URL` | a PostgreSQL URL (`postgres://user:password@host:5432/db`): keep the state there (PostgresStore) instead of Deno KV; add `?sslmode=verify-full` for TLS (see docs/postgres.md) |
  * | `MAX_DELIVERIES`, `BASE`, `CAP`, `JITTER`, `STUCK_AFTER`, `LEASE`, `CLOCK_SKEW` | policy overrides (durations as `5s`, `2m` or milliseconds; in every duration setting, `SENDER_TIMEOUT`, `BODY_TIMEOUT` and `PUBSUB_*` too, a plain number from 1 to 999 is refused, as seconds without their unit, so write `250ms`) |
@@ -1394,6 +1394,14 @@ export function loadConfig(
   }
   if (kvUrl !== undefined && kvPath !== undefined) {
     throw new ConfigError("KV_URL", "Set KV_URL or KV_PATH, not both");
+  }
+  if (kvPath !== undefined && onDeploy) {
+    // Deno.openKv(KV_PATH) would open it in place of the attached database:
+    // a store of this isolate's own, as with no database attached.
+    throw new ConfigError(
+      "KV_PATH",
+      "KV_PATH is refused on Deno Deploy: a file or :memory: there is a store of each isolate's own, which loses the relayer's state on every restart and is not shared between instances, so two of them could send one payment. Remove KV_PATH from the app's environment variables and assign the app a Deno KV database (Databases in the Deno Deploy dashboard), or keep the state in PostgreSQL with DATABASE_URL",
+    );
   }
   const database = databaseUrl(env);
   if (database !== undefined && (kvUrl !== undefined || kvPath !== undefined)) {

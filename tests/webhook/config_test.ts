@@ -547,7 +547,12 @@ Deno.test("loadConfig() names the bad setting, and never echoes a secret", () =>
     /PUBSUB_MIN_BACKOFF \(10s\) must be at most PUBSUB_MAX_BACKOFF \(5s\)/,
   );
   refused(
-    { ...base, DENO_DEPLOYMENT_ID: "x", KV_QUEUE: "1", KV_PATH: "./kv" },
+    {
+      ...base,
+      DENO_DEPLOYMENT_ID: "x",
+      DENO_KV_DEFAULT_PATH: "https://kv.test/db",
+      KV_QUEUE: "1",
+    },
     "KV_QUEUE",
     /Deno Deploy/,
   );
@@ -1438,6 +1443,26 @@ Deno.test("loadConfig() on Deno Deploy refuses to start without a Deno KV databa
   );
   // Not on Deploy: the local file, whatever DENO_KV_DEFAULT_PATH says.
   assert.deepEqual(loadConfig(base).kv, { path: "./data/relayer.kv" });
+});
+
+Deno.test("loadConfig() on Deno Deploy refuses KV_PATH, with a database attached or not: Deno.openKv() would open it in place of the attached one, a store of each isolate's own", () => {
+  const deploy = { ...base, DENO_DEPLOYMENT_ID: "abc" };
+  const isolates =
+    /^KV_PATH is refused on Deno Deploy: a file or :memory: there is a store of each isolate's own, .*two of them could send one payment\. Remove KV_PATH from the app's environment variables and assign the app a Deno KV database .*DATABASE_URL$/;
+  for (
+    const attached of [
+      {},
+      { DENO_KV_DEFAULT_PATH: "https://kv.test/databases/0123/connect" },
+    ]
+  ) {
+    for (const path of [":memory:", "./data/relayer.kv", "/tmp/kv.sqlite3"]) {
+      refused({ ...deploy, ...attached, KV_PATH: path }, "KV_PATH", isolates);
+    }
+  }
+  // Off Deploy the file is the one store of a long-lived process.
+  for (const path of [":memory:", "./data/relayer.kv"]) {
+    assert.deepEqual(loadConfig({ ...base, KV_PATH: path }).kv, { path });
+  }
 });
 
 Deno.test("loadConfig() reads a Worker's [vars] written as TOML numbers or booleans as their text, and refuses any other JSON value by name", () => {
