@@ -353,13 +353,15 @@ export function publishedSecret<K extends string>(
 
 /**
  * Which of two QStash signing keys anyone can read, if one is and `url`
- * (where QStash delivers) is not on this machine: a forger signs with it.
+ * (where QStash delivers) is not on this machine, or is not known to be
+ * (`undefined`: on a platform, where no local QStash delivers): a forger
+ * signs with it.
  */
 export function publishedQStashKey<K extends string>(
   keys: Readonly<Record<K, string | undefined>>,
-  url: string,
+  url: string | undefined,
 ): K | undefined {
-  if (onLoopback(url)) return undefined;
+  if (url !== undefined && onLoopback(url)) return undefined;
   return (Object.keys(keys) as K[]).find((name) =>
     PUBLISHED_QSTASH_KEYS.has(keys[name] ?? "")
   );

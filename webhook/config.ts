@@ -6,7 +6,7 @@
  *
  * | variable | meaning |
  * |---|---|
- * | `QSTASH_CURRENT_SIGNING_KEY`, `QSTASH_NEXT_SIGNING_KEY` | QStash's signing keys (both, or neither; no space or line break at either end; a local QStash's published keys only with a `PUBLIC_URL` on loopback) |
+ * | `QSTASH_CURRENT_SIGNING_KEY`, `QSTASH_NEXT_SIGNING_KEY` | QStash's signing keys (both, or neither; no space or line break at either end; a local QStash's published keys only with a `PUBLIC_URL` on loopback, and never on Deno Deploy) |
  * | `PUBLIC_URL` | the service's public base URL, without a route (`/v1/qstash`), a query or a fragment; QStash signs `PUBLIC_URL/v1/qstash` |
  * | `PUBSUB_AUDIENCE` | the OIDC audience of the Pub/Sub push subscription |
  * | `PUBSUB_SERVICE_ACCOUNT` | the service account Pub/Sub pushes as (required with `PUBSUB_AUDIENCE`) |
@@ -1213,15 +1213,21 @@ export function loadConfig(
       "PUBLIC_URL is missing: QStash signs the URL it delivers to, so set the service's public base URL",
     );
   }
+  // On Deno Deploy a loopback PUBLIC_URL is no local QStash's: a forger
+  // signs for that URL all the same.
   const published = publicUrl === undefined ? undefined : publishedQStashKey({
     QSTASH_CURRENT_SIGNING_KEY: current,
     QSTASH_NEXT_SIGNING_KEY: next,
-  }, publicUrl);
+  }, onDeploy ? undefined : publicUrl);
   if (published !== undefined) {
     // A local QStash's keys, copied to a service others can reach.
     throw new ConfigError(
       published,
-      `${published} is a published key (a local QStash's: the QStash CLI dev server's, or deno task qstash-local's), which anyone can sign with, and PUBLIC_URL is not on this machine: copy both signing keys from the QStash console`,
+      `${published} is a published key (a local QStash's: the QStash CLI dev server's, or deno task qstash-local's), which anyone can sign with, and ${
+        onDeploy
+          ? "this service is on Deno Deploy"
+          : "PUBLIC_URL is not on this machine"
+      }: copy both signing keys from the QStash console`,
     );
   }
   const audience = audienceIn(env, "PUBSUB_AUDIENCE");

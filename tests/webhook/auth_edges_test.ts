@@ -281,3 +281,33 @@ Deno.test("the secrets the docs give for a local run are refused at start on Den
     null,
   );
 });
+
+Deno.test("on Deno Deploy a local QStash's published signing key is refused at start whatever PUBLIC_URL says, a loopback one too: a forger signs for that URL all the same", () => {
+  const deploy = {
+    SENDER_URL: "http://127.0.0.1:9000",
+    DENO_DEPLOYMENT_ID: "deployment",
+    DENO_KV_DEFAULT_PATH: "https://kv.example.test/databases/db/connect",
+    QSTASH_CURRENT_SIGNING_KEY: "sig_local_current_0123456789",
+    QSTASH_NEXT_SIGNING_KEY: "sig_local_next_0123456789",
+  };
+  for (
+    const publicUrl of ["http://127.0.0.1:8000", "https://relayer.example.com"]
+  ) {
+    const error = refusal({ ...deploy, PUBLIC_URL: publicUrl });
+    assert.equal(error.setting, "QSTASH_CURRENT_SIGNING_KEY", publicUrl);
+    assert.equal(
+      error.message,
+      "QSTASH_CURRENT_SIGNING_KEY is a published key (a local QStash's: the QStash CLI dev server's, or deno task qstash-local's), which anyone can sign with, and this service is on Deno Deploy: copy both signing keys from the QStash console",
+    );
+  }
+  // The console's own keys are taken there.
+  assert.equal(
+    refusedSetting({
+      ...deploy,
+      QSTASH_CURRENT_SIGNING_KEY: QSTASH.currentSigningKey,
+      QSTASH_NEXT_SIGNING_KEY: QSTASH.nextSigningKey,
+      PUBLIC_URL: "https://relayer.example.com",
+    }),
+    null,
+  );
+});
