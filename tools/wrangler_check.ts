@@ -60,8 +60,10 @@ const READY_TIMEOUT_MS = 60_000;
 /** How long a job on the local queue may take to end its intent. */
 const SETTLE_TIMEOUT_MS = 60_000;
 
-const SECRET = "local-secret-0123456789";
-const OPS_TOKEN = "local-ops-token-0123456789";
+// Its own, not the docs' local-run values: wrangler.toml's PUBLIC_URL is off
+// this machine, where the Worker refuses those.
+const SECRET = "wrangler-check-secret-0123456789";
+const OPS_TOKEN = "wrangler-check-ops-0123456789";
 
 /** Environment variables that would let Wrangler reach Cloudflare's API. */
 const CREDENTIALS = [
@@ -72,6 +74,30 @@ const CREDENTIALS = [
   "CF_API_TOKEN",
   "CF_ACCOUNT_ID",
 ];
+
+/**
+ * The `.dev.vars` the walk gives `wrangler dev`: the secrets, and the
+ * signer stub as `SENDER_URL`.
+ *
+ * @param senderUrl The signer stub's URL.
+ * @returns The file's text, a setting a line.
+ *
+ * @example
+ * ```ts
+ * import { devVars } from "./wrangler_check.ts";
+ * import assert from "node:assert/strict";
+ *
+ * assert.match(devVars("http://127.0.0.1:9000"), /^SENDER_URL=http:\/\/127\.0\.0\.1:9000$/m);
+ * ```
+ */
+export function devVars(senderUrl: string): string {
+  return [
+    `WEBHOOK_SECRET=${SECRET}`,
+    `OPS_TOKEN=${OPS_TOKEN}`,
+    `SENDER_URL=${senderUrl}`,
+    "",
+  ].join("\n");
+}
 
 /**
  * The `package.json` docs/api.md gives the tarball of a clone: its first
@@ -798,12 +824,7 @@ async function wranglerCheck(): Promise<number> {
     const worker = await project(dir, await pack(dir));
     await Deno.writeTextFile(
       `${worker}/.dev.vars`,
-      [
-        `WEBHOOK_SECRET=${SECRET}`,
-        `OPS_TOKEN=${OPS_TOKEN}`,
-        `SENDER_URL=http://127.0.0.1:${server.addr.port}`,
-        "",
-      ].join("\n"),
+      devVars(`http://127.0.0.1:${server.addr.port}`),
     );
     const configs = ["wrangler.toml", "wrangler.postgres.toml"];
     ok = await checkSchema(found, worker, configs) && ok;

@@ -4,7 +4,9 @@
  */
 import assert from "node:assert/strict";
 import { schemaErrors } from "../../tools/_json_schema.ts";
+import { workerConfig } from "../../webhook/_settings.ts";
 import {
+  devVars,
   docsHyperdriveTable,
   docsPackageJson,
   postgresConfig,
@@ -160,4 +162,20 @@ Deno.test("docsHyperdriveTable refuses docs whose step 3 lost its [[hyperdrive]]
   assert.throws(() => docsHyperdriveTable(docs), {
     message: /no \[\[hyperdrive\]\] table/,
   });
+});
+
+Deno.test("the Worker takes wrangler.toml's [vars] with the .dev.vars the walk writes, as wrangler dev gives them: its secrets are not the docs' local-run ones, which a PUBLIC_URL off this machine refuses", async () => {
+  const toml = await read("examples/cloudflare/wrangler.toml");
+  const section = toml.slice(toml.indexOf("\n[vars]\n") + 8);
+  const vars: Record<string, string> = {};
+  for (const line of section.slice(0, section.indexOf("\n[")).split("\n")) {
+    const pair = /^(\w+) = "([^"]*)"/.exec(line);
+    if (pair) vars[pair[1]!] = pair[2]!;
+  }
+  assert.match(vars.PUBLIC_URL ?? "", /^https:\/\//);
+  for (const line of devVars("http://127.0.0.1:9000").split("\n")) {
+    const at = line.indexOf("=");
+    if (at > 0) vars[line.slice(0, at)] = line.slice(at + 1);
+  }
+  assert.equal(workerConfig(vars).config.webhookSecret, vars.WEBHOOK_SECRET);
 });
