@@ -15,6 +15,8 @@ import {
   loadConfig,
   refuseReusedOpsToken,
 } from "./config.ts";
+import { onLoopback, publishedQStashKey, publishedSecret } from "./_auth.ts";
+import { problem } from "./_problem.ts";
 
 /** Every variable `loadConfig` and `main.ts` read (webhook/config.ts's table). */
 export const SETTINGS: ReadonlySet<string> = new Set([
@@ -354,7 +356,14 @@ export interface WorkerConfig {
    * of them only: once per isolate, in an event, as a Worker's global scope
    * is no place for I/O. Its handlers may be its class's methods (`new
    * Worker()`); a class itself (a `WorkerEntrypoint`) is refused with a
-   * `TypeError`.
+   * `TypeError`. With a secret anyone can read (the docs' local-run
+   * `WEBHOOK_SECRET`, `WEBHOOK_SECRET_NEXT` or `OPS_TOKEN`, or a local
+   * QStash's published signing key), `fetch` serves requests to a loopback
+   * host only (`wrangler dev`): once one comes to another host, as every
+   * request on Cloudflare does, it logs a line naming the setting and
+   * answers each request from then on 503 `not-configured`, saying the
+   * same (never the value). With secrets of its own, `fetch` checks nothing
+   * per request.
    */
   nameUnread<H extends object>(handlers: H, log: (line: string) => void): H;
 }
@@ -369,8 +378,12 @@ export interface WorkerConfig {
  * equal to a `QSTASH_TOKEN` given, which QStash's console shows, is
  * refused, as `loadConfig` refuses it). Each of those given,
  * and each other setting nothing reads beside the rest (as `main.ts` names
- * them), is named once, on the Worker's first event (`nameUnread`). Pure:
- * no I/O, timer or random number, so it runs at a Worker's top level.
+ * them), is named once, on the Worker's first event (`nameUnread`). A
+ * Worker has no platform marker and may have no `PUBLIC_URL`, so a secret
+ * anyone can read (the docs' local-run ones, a local QStash's published
+ * keys) is judged by the host its requests come to: `nameUnread`'s `fetch`
+ * serves loopback ones only. Pure: no I/O, timer or random number, so it
+ * runs at a Worker's top level.
  *
  * @example A service's environment copied into a Worker
  * ```ts
@@ -454,6 +467,32 @@ export function workerConfig(
     said = true;
     for (const line of unread) log(line);
   };
+  // A Worker has no platform marker, and often no PUBLIC_URL: where it is
+  // reached is told by the requests themselves, whose host Cloudflare
+  // routes by (never a loopback one). Known here, so a Worker with secrets
+  // of its own wraps its fetch as before and pays nothing per request.
+  const secret = publishedSecret({
+    WEBHOOK_SECRET: config.webhookSecret,
+    WEBHOOK_SECRET_NEXT: config.webhookSecretNext,
+    OPS_TOKEN: config.opsToken,
+  });
+  const readable = secret ?? publishedQStashKey({
+    QSTASH_CURRENT_SIGNING_KEY: config.qstash?.currentSigningKey,
+    QSTASH_NEXT_SIGNING_KEY: config.qstash?.nextSigningKey,
+  }, undefined);
+  const refusedOffMachine = readable === undefined
+    ? undefined
+    : `${readable} is ${
+      secret === undefined
+        ? "a published key (a local QStash's), which anyone can sign with"
+        : "a value the docs give for a local run, which anyone can read"
+    }, and this Worker is reached off this machine, so it answers nothing: ${
+      secret === undefined
+        ? "copy both signing keys from the QStash console"
+        : "generate a random one, such as with: openssl rand -base64 32"
+    }, and set it with: wrangler secret put ${readable}`;
+  // Once a request came from off this machine, every later one is refused.
+  let offMachine = false;
   return {
     config,
     unread,
@@ -466,10 +505,29 @@ export function workerConfig(
         );
       }
       type Handler = (...args: unknown[]) => unknown;
-      const wrap = (handler: Handler) => (...args: unknown[]) => {
+      const plain = (handler: Handler) => (...args: unknown[]) => {
         sayOnce(log);
         return handler.apply(handlers, args);
       };
+      const guarded = (detail: string) =>
+      (handler: Handler) =>
+      (
+        ...args: unknown[]
+      ) => {
+        sayOnce(log);
+        if (!offMachine) {
+          const url = (args[0] as { url?: unknown } | undefined)?.url;
+          offMachine = typeof url === "string" && !onLoopback(url);
+          if (offMachine) log(`relayer: ${detail}`);
+        }
+        return offMachine
+          ? problem(503, "not-configured", "Route not configured", detail)
+          : handler.apply(handlers, args);
+      };
+      const wrapFetch = refusedOffMachine === undefined
+        ? plain
+        : guarded(refusedOffMachine);
+      const wrapAs = (key: string) => key === "fetch" ? wrapFetch : plain;
       // Read by descriptor: a getter is no handler until workerd reads it,
       // and one that throws must not throw here. It is read then, on the
       // object itself, and a handler it gives is wrapped as the others.
@@ -477,7 +535,7 @@ export function workerConfig(
       for (const [key, found] of handlerDescriptors(handlers)) {
         if ("value" in found) {
           named[key] = typeof found.value === "function"
-            ? wrap(found.value as Handler)
+            ? wrapAs(key)(found.value as Handler)
             : found.value;
           continue;
         }
@@ -486,7 +544,9 @@ export function workerConfig(
           configurable: true,
           get: () => {
             const value: unknown = Reflect.get(handlers, key);
-            return typeof value === "function" ? wrap(value as Handler) : value;
+            return typeof value === "function"
+              ? wrapAs(key)(value as Handler)
+              : value;
           },
         });
       }
