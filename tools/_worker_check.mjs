@@ -23,6 +23,8 @@
 // consumer that throws comes back after its retryDelay, into the
 // dead-letter queue and then nowhere; an explicit delaySeconds wins over
 // retryDelay), which wrangler.toml's retry_delay rests on. Then
+// the docs' local-run secrets, served on a loopback host and refused, each
+// request, once one came to a public host. Then
 // qstashPublisher (tools/_publish_worker.ts, PUBLISH_SCRIPT): a publish
 // taken, a 429's wait, a late answer failed near the bound, nothing
 // written to the Worker's output.
@@ -2169,6 +2171,75 @@ async function serviceOnlyVars() {
   }
 }
 
+/**
+ * The docs' local-run secrets given to the Worker, with a loopback
+ * PUBLIC_URL (a Worker has no platform marker, so the start takes them): a
+ * loopback request is served; once one comes to a public host, as
+ * every request on Cloudflare does, each is answered 503 naming the
+ * setting, never its value, a loopback one too, and it is logged once.
+ */
+async function publishedSecrets() {
+  const what = "the docs' local-run secrets";
+  const local = "local-secret-0123456789";
+  const ops = "local-ops-token-0123456789";
+  const lines = [];
+  let mf;
+  try {
+    mf = await startMiniflare([], lines, [], {
+      WEBHOOK_SECRET: local,
+      OPS_TOKEN: ops,
+      // As a .dev.vars for wrangler dev gives it: the start takes them.
+      PUBLIC_URL: "http://127.0.0.1:8787",
+    });
+  } catch (error) {
+    const label = `examples/cloudflare/worker.ts, ${what}`;
+    for (
+      const l of startFailure(label, error, lines, process.env.COMPAT_DATE)
+    ) {
+      console.error(l);
+    }
+    fail(`${what}: the Worker refused to start`);
+  }
+  const detail =
+    `WEBHOOK_SECRET is a value the docs give for a local run, which anyone can read, and this Worker is reached off this machine, so it answers nothing: generate a random one, such as with: openssl rand -base64 32, and set it with: wrangler secret put WEBHOOK_SECRET`;
+  const call = async (url) => {
+    const res = await mf.dispatchFetch(url, {
+      headers: { authorization: `Bearer ${ops}` },
+    });
+    return { status: res.status, text: await res.text() };
+  };
+  try {
+    const served = await call("http://127.0.0.1:8787/v1/dead-letters");
+    assertEqual(served.status, 200, `${what}: a loopback ops call`);
+    for (
+      const url of [
+        "https://relayer.example.workers.dev/v1/dead-letters",
+        "http://127.0.0.1:8787/v1/dead-letters",
+      ]
+    ) {
+      const refused = await call(url);
+      assertEqual(refused.status, 503, `${what}: ${url} once reached`);
+      assertEqual(JSON.parse(refused.text).detail, detail, `${what}: ${url}`);
+      if (refused.text.includes(local) || refused.text.includes(ops)) {
+        fail(`${what}: the refusal shows a secret's value`);
+      }
+    }
+    // workerd's output comes apart from the answer.
+    const said = () =>
+      lines.filter((line) => line.includes(`relayer: ${detail}`)).length;
+    const deadline = Date.now() + 5_000;
+    while (said() === 0 && Date.now() < deadline) {
+      await new Promise((resolve) => setTimeout(resolve, 50));
+    }
+    assertEqual(said(), 1, `${what}: the refusal's log lines`);
+    console.log(
+      `  [${what}] a loopback request served; once one came to a public host, each answered 503 naming WEBHOOK_SECRET, logged once`,
+    );
+  } finally {
+    await mf.dispose();
+  }
+}
+
 try {
   if (process.env.POSTGRES_SCRIPT) {
     await postgresCheck();
@@ -2182,6 +2253,7 @@ try {
       unsettledBatches,
       refusedVars,
       serviceOnlyVars,
+      publishedSecrets,
       // The check's date, and one before 2022-03-21, where a Worker has no
       // navigator unless its flags ask for one.
       () => heldBodies(process.env.COMPAT_DATE),
