@@ -352,6 +352,44 @@ export function publishedSecret<K extends string>(
 }
 
 /**
+ * The first of a service's shared secrets and QStash keys anyone can read
+ * (the docs' local-run ones, a local QStash's published keys), as its
+ * setting; `readable` says what it is and `fix` what to do, neither the
+ * value.
+ */
+export function readableSetting(settings: {
+  readonly webhookSecret?: string;
+  readonly webhookSecretNext?: string;
+  readonly opsToken?: string;
+  readonly qstash?: {
+    readonly currentSigningKey: string;
+    readonly nextSigningKey: string;
+  };
+}): { setting: string; readable: string; fix: string } | undefined {
+  const secret = publishedSecret({
+    WEBHOOK_SECRET: settings.webhookSecret,
+    WEBHOOK_SECRET_NEXT: settings.webhookSecretNext,
+    OPS_TOKEN: settings.opsToken,
+  });
+  if (secret !== undefined) {
+    return {
+      setting: secret,
+      readable: "a value the docs give for a local run, which anyone can read",
+      fix: "generate a random one, such as with: openssl rand -base64 32",
+    };
+  }
+  const key = publishedQStashKey({
+    QSTASH_CURRENT_SIGNING_KEY: settings.qstash?.currentSigningKey,
+    QSTASH_NEXT_SIGNING_KEY: settings.qstash?.nextSigningKey,
+  }, undefined);
+  return key === undefined ? undefined : {
+    setting: key,
+    readable: "a published key (a local QStash's), which anyone can sign with",
+    fix: "copy both signing keys from the QStash console",
+  };
+}
+
+/**
  * Which of two QStash signing keys anyone can read, if one is and `url`
  * (where QStash delivers) is not on this machine, or is not known to be
  * (`undefined`: on a platform, where no local QStash delivers): a forger

@@ -15,7 +15,7 @@ import {
   loadConfig,
   refuseReusedOpsToken,
 } from "./config.ts";
-import { onLoopback, publishedQStashKey, publishedSecret } from "./_auth.ts";
+import { onLoopback, readableSetting } from "./_auth.ts";
 import { problem } from "./_problem.ts";
 
 /** Every variable `loadConfig` and `main.ts` read (webhook/config.ts's table). */
@@ -471,26 +471,10 @@ export function workerConfig(
   // reached is told by the requests themselves, whose host Cloudflare
   // routes by (never a loopback one). Known here, so a Worker with secrets
   // of its own wraps its fetch as before and pays nothing per request.
-  const secret = publishedSecret({
-    WEBHOOK_SECRET: config.webhookSecret,
-    WEBHOOK_SECRET_NEXT: config.webhookSecretNext,
-    OPS_TOKEN: config.opsToken,
-  });
-  const readable = secret ?? publishedQStashKey({
-    QSTASH_CURRENT_SIGNING_KEY: config.qstash?.currentSigningKey,
-    QSTASH_NEXT_SIGNING_KEY: config.qstash?.nextSigningKey,
-  }, undefined);
-  const refusedOffMachine = readable === undefined
+  const found = readableSetting(config);
+  const refusedOffMachine = found === undefined
     ? undefined
-    : `${readable} is ${
-      secret === undefined
-        ? "a published key (a local QStash's), which anyone can sign with"
-        : "a value the docs give for a local run, which anyone can read"
-    }, and this Worker is reached off this machine, so it answers nothing: ${
-      secret === undefined
-        ? "copy both signing keys from the QStash console"
-        : "generate a random one, such as with: openssl rand -base64 32"
-    }, and set it with: wrangler secret put ${readable}`;
+    : `${found.setting} is ${found.readable}, and this Worker is reached off this machine, so it answers nothing: ${found.fix}, and set it with: wrangler secret put ${found.setting}`;
   // Once a request came from off this machine, every later one is refused.
   let offMachine = false;
   return {
