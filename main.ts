@@ -68,6 +68,7 @@ import {
   unreadSettingLines,
 } from "./webhook/_settings.ts";
 import { oncePer } from "./webhook/_step_back.ts";
+import { onLoopback, readableSetting } from "./webhook/_auth.ts";
 import {
   isFolder,
   readOnlyRefusal,
@@ -1447,6 +1448,11 @@ let service: Service | undefined;
 let announce: ((line: string) => void) | undefined;
 /** Whether the runtime served the default export (its `onListen` ran). */
 let listened = false;
+/**
+ * A setting anyone can read (the docs' local-run secrets, a local QStash's
+ * published keys), if one is in use: taken on loopback only.
+ */
+let readable: ReturnType<typeof readableSetting>;
 
 /**
  * What went wrong when `deno serve` tried to listen, in one line, or
@@ -1501,6 +1507,7 @@ if (import.meta.main) {
     // A Cloudflare Worker's settings, which this service never reads, are
     // named above (with a Worker's refusal) but do not refuse its start.
     config = loadConfig(serviceSettings(env));
+    readable = readableSetting(config);
     // Deno Deploy stops an instance 5 s after SIGINT, under any drain.
     if (config.onDeploy) drainMs = DEPLOY_DRAIN_MS;
   } catch (error) {
@@ -1669,7 +1676,6 @@ export default {
   /** Says where it listens, in place of `deno serve`'s own line. */
   onListen(address: Deno.Addr): void {
     listened = true;
-    if (announce === undefined) return;
     const where = address.transport === "tcp" || address.transport === "udp"
       ? `http://${
         address.hostname.includes(":")
@@ -1679,6 +1685,18 @@ export default {
       : address.transport === "unix" || address.transport === "unixpacket"
       ? address.path
       : address.transport;
+    if (
+      readable !== undefined && address.transport === "tcp" &&
+      !onLoopback(where)
+    ) {
+      // Listening where others reach it (--host 0.0.0.0), with no
+      // PUBLIC_URL to say so: whoever read the docs signs its deliveries.
+      console.error(
+        `relayer: cannot start: ${readable.setting} is ${readable.readable}, and this service listens on ${where}, off this machine: ${readable.fix}`,
+      );
+      Deno.exit(1);
+    }
+    if (announce === undefined) return;
     announce(`relayer: listening on ${where}`);
   },
   fetch(
