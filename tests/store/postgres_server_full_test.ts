@@ -8,6 +8,9 @@
  *   seeks none, and hands its one connection back to the store.
  * - No slot left: the service's start refuses in one line that says what
  *   to do, and starts once a slot is free again.
+ * - Room left: the check seeks its second connection; the server's own
+ *   processes (a session of no kind on no database, to this role) are no
+ *   client's.
  *
  * @module
  */
@@ -164,4 +167,28 @@ Deno.test({
         await service.close();
       }),
   ),
+});
+
+Deno.test({
+  name:
+    "PostgresStore.migrate()'s pooler check still seeks its second connection where the server has room, the server's own processes (hidden from this role, tied to no database) left uncounted",
+  ignore,
+  fn: timeout(60_000, () =>
+    onSmallServer(async ({ as, clientBackends }) => {
+      // The admin's slot alone: four of the five left. The checkpointer,
+      // the WAL writer and the launchers read to this role as sessions of
+      // no kind on no database; counted, they filled the five.
+      assert.equal(await clientBackends(), 1);
+      const store = new PostgresStore(as("app", 2), {
+        schema: "relayer",
+        connectionWaitMs: 2_000,
+      });
+      try {
+        await inTime(store.migrate(), 10_000, "the migration");
+        // The check's two connections, both kept by the client's pool.
+        assert.equal(await clientBackends(), 3);
+      } finally {
+        store.close();
+      }
+    })),
 });
