@@ -29,6 +29,18 @@ Deno.test("createApp() names a secret, a log or a body limit of the wrong type, 
       "Cannot create app as 'opsToken' must be a string: current value is a number. Set it to a long random secret, or leave it out to keep the ops routes closed",
     ],
     [
+      { opsToken: ["an-ops-token-of-16+"] },
+      "Cannot create app as 'opsToken' must be a string: current value is an object. Set it to a long random secret, or leave it out to keep the ops routes closed",
+    ],
+    [
+      { opsToken: null },
+      "Cannot create app as 'opsToken' must be a string: current value is null. Set it to a long random secret, or leave it out to keep the ops routes closed",
+    ],
+    [
+      { webhookSecret: null },
+      "Cannot verify generic deliveries as 'webhookSecret' must be a string: current value is null. Set it to the shared secret the sender signs with, or leave it out to keep the route closed",
+    ],
+    [
       { log: "console" },
       "Cannot create app as 'log' must be a function that takes a line, such as (line) => console.log(line): current value is \"console\"",
     ],
@@ -48,6 +60,7 @@ Deno.test("createApp() names a secret, a log or a body limit of the wrong type, 
         assert.equal(error.message, message);
         assert.ok(!error.message.includes("a-webhook-secret-16"));
         assert.ok(!error.message.includes("1234567890"));
+        assert.ok(!error.message.includes("an-ops-token-of-16+"));
         return true;
       },
     );
@@ -70,6 +83,14 @@ Deno.test("qstashPublisher() names a token, retries or timeoutMs of the wrong ty
       "Cannot build a QStash publisher as 'token' must be a string: current value is a number. Set QSTASH_TOKEN",
     ],
     [
+      { token: { value: "QSTOK-0123456789" } },
+      "Cannot build a QStash publisher as 'token' must be a string: current value is an object. Set QSTASH_TOKEN",
+    ],
+    [
+      { token: null },
+      "Cannot build a QStash publisher as 'token' must be a string: current value is null. Set QSTASH_TOKEN",
+    ],
+    [
       { retries: "3" },
       "Cannot build a QStash publisher as 'retries' must be an integer in 0..100: current value is \"3\"",
     ],
@@ -84,6 +105,7 @@ Deno.test("qstashPublisher() names a token, retries or timeoutMs of the wrong ty
       (error: Error) => {
         assert.equal(error.message, message);
         assert.ok(!error.message.includes("123456789"));
+        assert.ok(!error.message.includes("QSTOK"));
         return true;
       },
     );
