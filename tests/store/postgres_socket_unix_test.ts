@@ -27,7 +27,7 @@ Deno.test({
   async fn() {
     const { code, out } = await runWithNetwork(import.meta.url);
     assert.equal(code, 0, out);
-    const passed = postgresAvailable ? 4 : 2;
+    const passed = postgresAvailable ? 5 : 3;
     assert.match(out, new RegExp(`ok \\| ${passed} passed \\| 0 failed`), out);
   },
 });
@@ -201,6 +201,45 @@ Deno.test({
       await answered.socket.closed(5_000);
       listener.close();
       await closing;
+      await Deno.remove(dir, { recursive: true });
+    }
+  },
+});
+
+Deno.test({
+  name:
+    "PostgresStore over a socket file no server listens on keeps the socket's own words of what to check, not those of a TCP host and port",
+  ignore: !unixGranted,
+  async fn() {
+    const dir = await Deno.makeTempDir({ prefix: "relayer-pg-unix-" });
+    try {
+      // Left by a process that exits without closing it, as a server that
+      // stopped without removing its socket file.
+      const left = await new Deno.Command(Deno.execPath(), {
+        args: [
+          "eval",
+          `Deno.listen({ transport: "unix", path: ${
+            JSON.stringify(`${dir}/.s.PGSQL.5432`)
+          } }); Deno.exit(0);`,
+        ],
+      }).output();
+      assert.ok(left.success, new TextDecoder().decode(left.stderr));
+      const answered = answeredSocketOption(5_000);
+      const sql = overSocket(dir, 5432, answered);
+      const store = new PostgresStore(sql, { connectionWaitMs: 1_000 });
+      try {
+        const error = await store.getIntent("pi_1").then(
+          () => assert.fail("a read answered with no server"),
+          (error: Error) => error,
+        );
+        assert.match(error.message, /no PostgreSQL socket there/);
+        assert.doesNotMatch(error.message, /host and port/);
+      } finally {
+        store.close();
+        await sql.end({ timeout: 0 });
+        await answered.socket.closed(5_000);
+      }
+    } finally {
       await Deno.remove(dir, { recursive: true });
     }
   },
