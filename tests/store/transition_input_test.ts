@@ -93,7 +93,8 @@ for (const backend of BACKENDS) {
 
 // A move to settling starts the payment's clock at `at`: given as text
 // ("5", from JSON) it was refused naming 'settlingSince', a field the
-// caller never gave, as `current value is 5`, which reads as valid.
+// caller never gave, as `current value is 5`, which reads as valid; a
+// fraction or NaN, a number still, is named as given too.
 for (const backend of BACKENDS) {
   Deno.test(`${backend.name}.transition() to settling names an 'at' that is no whole number of milliseconds, as it came`, async () => {
     const { store, close } = await backend.open();
@@ -103,7 +104,14 @@ for (const backend of BACKENDS) {
         state: "authorized",
         hold: "pending",
       });
-      for (const [at, shown] of [["5", '"5"'], [undefined, "undefined"]]) {
+      for (
+        const [at, shown] of [
+          ["5", '"5"'],
+          [undefined, "undefined"],
+          [5.5, "5.5"],
+          [Number.NaN, "NaN"],
+        ]
+      ) {
         await assert.rejects(
           store.transition("pi_1", {
             from: "authorized",
