@@ -132,3 +132,49 @@ Deno.test({
       },
     )),
 });
+
+Deno.test({
+  name:
+    "PostgresStore.migrate() cancelled by an operator (pg_cancel_backend) keeps the server's words, not statement_timeout's",
+  ignore,
+  fn: timeout(60_000, () =>
+    asRole([], async ({ connect }) => {
+      const holder = connect();
+      const watcher = connect();
+      const store = new PostgresStore(connect(), { schema: "relayer" });
+      let release!: () => void;
+      const released = new Promise<void>((resolve) => release = resolve);
+      // Another session creating the schema, uncommitted: the migration's
+      // CREATE SCHEMA waits on it.
+      let created!: () => void;
+      const begun = new Promise<void>((resolve) => created = resolve);
+      const holding = holder.begin(async (tx) => {
+        await tx.unsafe(`CREATE SCHEMA relayer`);
+        created();
+        await released;
+        throw new Error("rolled back");
+      }).catch(() => {});
+      try {
+        await begun;
+        const migrating = store.migrate().then(
+          () => assert.fail("a migration cancelled went on"),
+          (error: Error) => error,
+        );
+        for (let waited = 0;; waited += 20) {
+          const [row] = await watcher<{ cancelled: boolean }[]>`
+            SELECT pg_cancel_backend(pid) AS cancelled FROM pg_stat_activity
+            WHERE datname = current_database() AND wait_event_type = 'Lock'`;
+          if (row?.cancelled === true) break;
+          assert.ok(waited < 1_500, "the migration never waited on the lock");
+          await new Promise((resolve) => setTimeout(resolve, 20));
+        }
+        const error = await migrating;
+        assert.match(error.message, /canceling statement due to user request/);
+        assert.doesNotMatch(error.message, /statement_timeout/);
+      } finally {
+        release();
+        await holding;
+        store.close();
+      }
+    })),
+});
