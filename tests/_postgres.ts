@@ -20,6 +20,7 @@ import {
   processPostgres,
 } from "../support/postgres_server.ts";
 import type { Backend, OpenStore } from "./_stores.ts";
+import { skipSaid } from "./_skip_said.ts";
 import { timeout } from "./_timeout.ts";
 
 // The suites end sessions under their clients (pg_terminate_backend, a
@@ -74,7 +75,7 @@ export function suitesAvailable(
     );
   }
   // One line per run: the env is the process's, shared by the test workers.
-  const said = `RELAYER_SKIP_SAID_${suites.replace(/\W+/g, "_").toUpperCase()}`;
+  const said = skipSaid(suites);
   if (Deno.env.get(said) !== "1") {
     Deno.env.set(said, "1");
     console.error(

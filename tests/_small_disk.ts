@@ -8,6 +8,8 @@
  * @module
  */
 
+import { skipSaid } from "./_skip_said.ts";
+
 /** A mounted tmpfs, its ballast, and how to unmount it. */
 export interface SmallDisk {
   /** The folder the tmpfs is mounted on. */
@@ -97,7 +99,7 @@ export const smallDiskAvailable: boolean = (() => {
     return true;
   }
   // One line per run: the env is the process's, shared by the test workers.
-  const said = "RELAYER_SKIP_SAID_THE_FULL_DISK_SUITES";
+  const said = skipSaid("the full-disk suites");
   if (Deno.env.get(said) !== "1") {
     Deno.env.set(said, "1");
     // deno-lint-ignore no-console
