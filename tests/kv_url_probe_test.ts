@@ -1,114 +1,16 @@
 /**
  * `openService()` on a KV Connect database (`KV_URL`) reads it once
- * before it serves: a database that opens but refuses that read is
- * refused, and the handle it opened is closed (the test's resource
- * sanitizer fails on a `Deno.Kv` left open).
+ * before it serves (tests/_kv_url_probe.ts). `Deno.openKv(url)` takes the
+ * access token from the environment alone, which the files of a parallel
+ * run share: the tests run in a process of their own, with
+ * `DENO_KV_ACCESS_TOKEN` set there only.
+ *
+ * @module
  */
-import assert from "node:assert/strict";
-import { ConfigError, loadConfig } from "../webhook/config.ts";
-import { openService } from "../main.ts";
-import { kvMetadata, readRefusingKv, refusingMetadata } from "./_echoing_kv.ts";
-import { timeout } from "./_timeout.ts";
+import { testInOwnProcess } from "./_own_process.ts";
 
-const TOKEN = "kv-url-probe-token-0123456789";
-
-/**
- * Runs `fn` with `DENO_KV_ACCESS_TOKEN` set to {@linkcode TOKEN}, and sets
- * it back after: `Deno.openKv(url)` takes the access token from the
- * environment only.
- */
-async function withToken<T>(fn: () => Promise<T>): Promise<T> {
-  const before = Deno.env.get("DENO_KV_ACCESS_TOKEN");
-  Deno.env.set("DENO_KV_ACCESS_TOKEN", TOKEN);
-  try {
-    return await fn();
-  } finally {
-    if (before === undefined) Deno.env.delete("DENO_KV_ACCESS_TOKEN");
-    else Deno.env.set("DENO_KV_ACCESS_TOKEN", before);
-  }
-}
-
-/** `openService()` on the KV Connect database `server` serves. */
-function openAt(server: Deno.HttpServer<Deno.NetAddr>): Promise<unknown> {
-  return openService(
-    loadConfig({
-      SENDER_URL: "http://127.0.0.1:9/",
-      WEBHOOK_SECRET: "kv-url-probe-secret-0123456789",
-      KV_URL: `http://127.0.0.1:${server.addr.port}/kv`,
-      DENO_KV_ACCESS_TOKEN: TOKEN,
-    }),
-    { log: () => {} },
-  );
-}
-
-Deno.test("openService() refuses a KV_URL database whose first read is refused, and leaves no KV handle open", async () => {
-  const server = readRefusingKv();
-  try {
-    await withToken(() =>
-      assert.rejects(openAt(server), (error: unknown) => {
-        assert.ok(error instanceof ConfigError, String(error));
-        assert.match(
-          error.message,
-          /^KV_URL: cannot open the KV Connect database \(.*403.*\): check KV_URL and DENO_KV_ACCESS_TOKEN\.$/,
-        );
-        assert.doesNotMatch(error.message, new RegExp(TOKEN));
-        return true;
-      })
-    );
-  } finally {
-    await server.shutdown();
-  }
-});
-
-Deno.test(
-  "openService() refuses a KV_URL database that opens only after 10 s, and closes it once it opens (left open, its connection would hold the server's shutdown)",
-  timeout(30_000, async () => {
-    let answered: () => void = () => {};
-    const metadataSent = new Promise<void>((resolve) => (answered = resolve));
-    let held: ReturnType<typeof setTimeout> | undefined;
-    const server = Deno.serve(
-      { hostname: "127.0.0.1", port: 0, onListen() {} },
-      () =>
-        new Promise<Response>((resolve) => {
-          // The metadata, 1 s past the start's 10 s.
-          held = setTimeout(() => {
-            resolve(kvMetadata());
-            answered();
-          }, 11_000);
-        }),
-    );
-    try {
-      await withToken(async () => {
-        const refused = await openAt(server).then(
-          () => undefined,
-          (error: Error) => error.message,
-        );
-        assert.match(
-          refused ?? "it started",
-          /^KV_URL: cannot open the KV Connect database \(no answer from its metadata endpoint within 10s\)/,
-        );
-        // The late open comes back, and is closed: the resource sanitizer
-        // would find it open otherwise.
-        await metadataSent;
-        await new Promise((resolve) => setTimeout(resolve, 500));
-      });
-    } finally {
-      clearTimeout(held);
-      await server.shutdown();
-    }
-  }),
-);
-
-Deno.test("openService() refuses a KV_URL database whose opening is refused, and leaves no timer behind (the op sanitizer fails on one)", async () => {
-  const server = refusingMetadata();
-  try {
-    await withToken(() =>
-      assert.rejects(
-        openAt(server),
-        /KV_URL: cannot open the KV Connect database \(.*401/,
-      )
-    );
-  } finally {
-    await server.shutdown();
-  }
+Deno.test("openService() refuses a KV_URL database whose first read is refused, or that opens late or not at all, and leaves no handle or timer behind (with DENO_KV_ACCESS_TOKEN set in a process of its own)", async () => {
+  await testInOwnProcess("tests/_kv_url_probe.ts", {
+    DENO_KV_ACCESS_TOKEN: "kv-url-probe-token-0123456789",
+  });
 });

@@ -8,7 +8,7 @@ import assert from "node:assert/strict";
 import { openService } from "../main.ts";
 import { loadConfig } from "../webhook/config.ts";
 import { freshDatabase, postgresAvailable } from "./_postgres.ts";
-import { emptyKv } from "./_echoing_kv.ts";
+import { testInOwnProcess } from "./_own_process.ts";
 
 const BASE = {
   SENDER_URL: "http://127.0.0.1:9/",
@@ -79,57 +79,26 @@ Deno.test({
   },
 });
 
-Deno.test("openService()'s start line on Deno Deploy KV without QStash names QSTASH_TOKEN alone: KV_QUEUE=1 is refused there", async () => {
-  // Deno.openKv() opens what DENO_KV_DEFAULT_PATH names: here memory, on
-  // Deploy the database it attached (the URL the settings carry).
-  const env = {
-    WEBHOOK_SECRET: "start-line-secret-0123456789",
-    DENO_DEPLOYMENT_ID: "test-deployment",
-    DENO_KV_DEFAULT_PATH: "https://kv.test/databases/0123/connect",
-  };
+Deno.test("loadConfig() refuses KV_QUEUE=1 on Deno Deploy, beside the database it attached", () => {
   assert.throws(
-    () => loadConfig({ ...BASE_NO_KV_PATH, ...env, KV_QUEUE: "1" }),
+    () =>
+      loadConfig({
+        ...BASE_NO_KV_PATH,
+        WEBHOOK_SECRET: "start-line-secret-0123456789",
+        DENO_DEPLOYMENT_ID: "test-deployment",
+        DENO_KV_DEFAULT_PATH: "https://kv.test/databases/0123/connect",
+        KV_QUEUE: "1",
+      }),
     /KV_QUEUE is refused on Deno Deploy/,
   );
-  const before = Deno.env.get("DENO_KV_DEFAULT_PATH");
-  Deno.env.set("DENO_KV_DEFAULT_PATH", ":memory:");
-  try {
-    // Before, it said "QSTASH_TOKEN, or KV_QUEUE=1 locally, gives them
-    // one", a setting that then stopped the start.
-    assert.match(
-      await startLine(env, BASE_NO_KV_PATH),
-      /; store Deno Deploy KV; no queue for jobs \(POST \/v1\/jobs and redrives answer 503: QSTASH_TOKEN gives them one; Deno Deploy runs no local KV queue\); routes: deliveries, ops$/,
-    );
-  } finally {
-    if (before === undefined) Deno.env.delete("DENO_KV_DEFAULT_PATH");
-    else Deno.env.set("DENO_KV_DEFAULT_PATH", before);
-  }
 });
 
-Deno.test("openService()'s start line on a KV Connect database (KV_URL) without QStash names QSTASH_TOKEN alone: KV_QUEUE=1 is refused with KV_URL", async () => {
-  const server = emptyKv();
-  const token = "start-line-kv-token-0123456789";
-  // Deno.openKv(url) takes the access token from the environment only.
-  const before = Deno.env.get("DENO_KV_ACCESS_TOKEN");
-  Deno.env.set("DENO_KV_ACCESS_TOKEN", token);
-  try {
-    const env = {
-      ...BASE_NO_KV_PATH,
-      WEBHOOK_SECRET: "start-line-secret-0123456789",
-      KV_URL: `http://127.0.0.1:${server.addr.port}/kv`,
-      DENO_KV_ACCESS_TOKEN: token,
-    };
-    assert.throws(
-      () => loadConfig({ ...env, KV_QUEUE: "1" }),
-      /KV_QUEUE is refused with KV_URL/,
-    );
-    assert.match(
-      await startLine(env, {}),
-      /; store KV Connect; no queue for jobs \(POST \/v1\/jobs and redrives answer 503: QSTASH_TOKEN gives them one; a KV Connect database runs no local KV queue\); routes: deliveries, ops$/,
-    );
-  } finally {
-    if (before === undefined) Deno.env.delete("DENO_KV_ACCESS_TOKEN");
-    else Deno.env.set("DENO_KV_ACCESS_TOKEN", before);
-    await server.shutdown();
-  }
+Deno.test("openService()'s start line on Deno Deploy KV, and on a KV Connect database (KV_URL), without QStash names QSTASH_TOKEN alone (with DENO_KV_DEFAULT_PATH and DENO_KV_ACCESS_TOKEN set in a process of their own)", async () => {
+  await testInOwnProcess("tests/_start_line_kv.ts", {
+    // Deno.openKv() opens what DENO_KV_DEFAULT_PATH names: here memory, on
+    // Deploy the database it attached (the URL the settings carry).
+    DENO_KV_DEFAULT_PATH: ":memory:",
+    // Deno.openKv(url) takes the access token from the environment only.
+    DENO_KV_ACCESS_TOKEN: "start-line-kv-token-0123456789",
+  });
 });
