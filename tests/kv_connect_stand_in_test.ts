@@ -1,25 +1,15 @@
 /**
  * The in-memory KV Connect database the Deno Deploy tests attach holds
- * KvStore's contract over Deno's own KV Connect client, its commit gap
- * too: a store the service's processes share, as the database Deploy
- * attaches is.
+ * KvStore's contract (tests/_kv_connect_stand_in.ts), in a process of its
+ * own with `DENO_KV_ACCESS_TOKEN` set there only.
  *
  * @module
  */
-import { storeContract } from "../testing/store_contract.ts";
-import { hookedKvStore } from "./store/_hooked_kv.ts";
-import { memoryKvConnect } from "./_memory_kv_connect.ts";
+import { testInOwnProcess } from "./_own_process.ts";
 
-storeContract("KvStore on KV Connect (memory)", async () => {
-  const server = memoryKvConnect();
+Deno.test("the in-memory KV Connect database holds KvStore's contract over Deno's own KV Connect client (with DENO_KV_ACCESS_TOKEN set in a process of its own)", async () => {
   // Deno.openKv(url) takes the access token from the environment only.
-  Deno.env.set("DENO_KV_ACCESS_TOKEN", "kv-connect-token-0123456789");
-  const kv = await Deno.openKv(`http://127.0.0.1:${server.addr.port}/kv`);
-  return {
-    ...hookedKvStore(kv),
-    close: async () => {
-      kv.close();
-      await server.shutdown();
-    },
-  };
-}, { test: Deno.test, commitGap: true });
+  await testInOwnProcess("tests/_kv_connect_stand_in.ts", {
+    DENO_KV_ACCESS_TOKEN: "kv-connect-token-0123456789",
+  });
+});
