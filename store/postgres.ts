@@ -3962,10 +3962,17 @@ function bareRefusal(error: unknown): boolean {
     : bare(error);
 }
 
-/** The error of a write that got no connection within `waitMs`. */
+/**
+ * The error of a write that got no connection within `waitMs`: it gave up
+ * waiting before any of it was sent, and a connection that comes later
+ * sends nothing of it (handed back, or its transaction rolled back at
+ * once). Marked as not written, so an ops route says that nothing changed.
+ */
 function noConnection(waitMs: number): Error {
-  return new Error(
-    `PostgreSQL gave the store no connection within ${waitMs}ms: the pool is busy, or the server is unreachable; nothing was written, so try again`,
+  return notWritten(
+    new Error(
+      `PostgreSQL gave the store no connection within ${waitMs}ms: the pool is busy, or the server is unreachable; nothing was written, so try again`,
+    ),
   );
 }
 

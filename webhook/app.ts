@@ -3694,11 +3694,15 @@ export function createApp(deps: AppDeps): WebhookApp {
         503,
         "redrive-failed",
         "Redrive failed",
-        `The redrive of ${jobId} did not complete (${
-          isHeldBySession(error)
-            ? `held up in the database: ${HELD_UP}`
-            : "the relayer's log says why"
-        }): try again. If it did complete after all, the retry answers 404 and the job is on its queue; a job that reaches the queue twice is harmless, as it only says "go and look".`,
+        isNotWritten(error)
+          // The store's removal of the letter sent nothing, or was refused
+          // whole: the letter stays, and no "if it did complete" applies.
+          ? `The redrive of ${jobId} was not written (the relayer's log says why): its dead letter stays; try again. A job it queued before the store failed is harmless, as it only says "go and look".`
+          : `The redrive of ${jobId} did not complete (${
+            isHeldBySession(error)
+              ? `held up in the database: ${HELD_UP}`
+              : "the relayer's log says why"
+          }): try again. If it did complete after all, the retry answers 404 and the job is on its queue; a job that reaches the queue twice is harmless, as it only says "go and look".`,
         { "retry-after": queueRetryAfter(error) },
       );
     }
@@ -3731,7 +3735,7 @@ export function createApp(deps: AppDeps): WebhookApp {
       isHeldBySession(error)
         ? `The ${what} was held up in the database (${HELD_UP}): nothing changed; try again.`
         : isNotWritten(error)
-        ? `The ${what} was refused by the database (the relayer's log says why): nothing changed; try again.`
+        ? `The ${what} was not written (the relayer's log says why): nothing changed; try again.`
         : reread === undefined
         ? `The ${what} could not reach the store (the relayer's log says why): try again.`
         : `The ${what} failed before the store answered (the relayer's log says why): it may have landed or not. ${reread} before you try again.`,

@@ -201,7 +201,7 @@ Deno.test({
         assert.equal(problem.type, "urn:relayer:problem:store-failed");
         assert.match(
           problem.detail,
-          /was refused by the database \(the relayer's log says why\): nothing changed; try again\.$/,
+          /was not written \(the relayer's log says why\): nothing changed; try again\.$/,
           path,
         );
       }

@@ -62,7 +62,7 @@ Deno.test({
       assert.equal(problem.type, "urn:relayer:problem:store-failed");
       assert.match(
         problem.detail,
-        /^The (creation of intent pi_1|resolution of intent pi_2) was refused by the database \(the relayer's log says why\): nothing changed; try again\.$/,
+        /^The (creation of intent pi_1|resolution of intent pi_2) was not written \(the relayer's log says why\): nothing changed; try again\.$/,
       );
     }
     assert.equal(await writable.getIntent("pi_1"), null);

@@ -1,0 +1,153 @@
+/**
+ * The ops routes on a PostgreSQL store whose pool has no connection to give
+ * a write (every one taken, the server unreachable): on a real server, the
+ * write gets none within `connectionWaitMs`, sends nothing, and the route
+ * answers that nothing changed, not that the write may have landed.
+ *
+ * @module
+ */
+
+import assert from "node:assert/strict";
+import type postgres from "postgres";
+import { createApp } from "../../webhook/app.ts";
+import { type Job, ScriptedSender } from "../../mod.ts";
+import { PostgresStore } from "../../store/postgres.ts";
+import {
+  afterFirstRead,
+  onFreshSchema,
+  postgresAvailable,
+} from "../_postgres.ts";
+
+const OPS = "ops-token-for-tests";
+const headers = {
+  authorization: `Bearer ${OPS}`,
+  "content-type": "application/json",
+};
+const WAIT_MS = 300;
+const NOT_WRITTEN = [
+  /^The creation of intent pi_1 was not written \(the relayer's log says why\): nothing changed; try again\.$/,
+  /^The resolution of intent pi_2 was not written \(the relayer's log says why\): nothing changed; try again\.$/,
+  /^The redrive of pi_3\/settle was not written \(the relayer's log says why\): its dead letter stays; try again\. A job it queued before the store failed is harmless, as it only says "go and look"\.$/,
+];
+
+/** Takes the one connection of `sql`'s pool until `release()`. */
+async function takePool(sql: postgres.Sql): Promise<() => void> {
+  const held = await sql.reserve();
+  return () => held.release();
+}
+
+for (const fetchTypes of [true, false]) {
+  Deno.test({
+    name:
+      `createApp() on a PostgreSQL store whose pool gives a write no connection (fetch_types: ${fetchTypes}): an operator's creation, resolution and redrive answer 503 with nothing changed, not that they may have landed`,
+    ignore: !postgresAvailable,
+    fn: onFreshSchema(
+      { max: 1, fetchTypes, connectionWaitMs: WAIT_MS },
+      async ({ admin, schema, sql }) => {
+        const check = new PostgresStore(admin, { schema });
+        const settling = await check.createIntent({
+          id: "pi_2",
+          state: "settling",
+          hold: "pending",
+          settlingSince: 0,
+        });
+        const review = await check.transition("pi_2", {
+          from: "settling",
+          to: "needs_review",
+          version: settling.version,
+          at: 1,
+        });
+        await check.createIntent({ id: "pi_3", state: "authorized" });
+        await check.putDeadLetter({
+          jobId: "pi_3/settle",
+          intentId: "pi_3",
+          deliveries: 3,
+          cause: "exhausted",
+          reason: "no luck after 3 deliveries",
+          resolution: "job dropped, intent still authorized",
+          lastError: "not authorized yet",
+          poisonedAt: 1,
+        });
+        const letter = await check.getDeadLetter("pi_3/settle");
+        // The pool's one connection is taken once the route's reads are
+        // done: at the resolution's write's own read, at the redrive's
+        // publish, and before the creation, which reads nothing.
+        let release = () => {};
+        const store = new PostgresStore(
+          afterFirstRead(sql, async () => {
+            release = await takePool(sql);
+          }),
+          { schema, connectionWaitMs: WAIT_MS },
+        );
+        const lines: string[] = [];
+        const app = createApp({
+          store,
+          sender: new ScriptedSender({}),
+          opsToken: OPS,
+          log: (line) => lines.push(line),
+          redriveTo: {
+            publish: async (_job: Job) => {
+              release = await takePool(sql);
+            },
+          },
+        });
+        const answers: Response[] = [];
+        release = await takePool(sql);
+        try {
+          answers.push(
+            await app.request("/v1/intents", {
+              method: "POST",
+              headers,
+              body: '{"id":"pi_1","state":"authorized"}',
+            }),
+          );
+        } finally {
+          release();
+        }
+        try {
+          answers.push(
+            await app.request("/v1/intents/pi_2/resolve", {
+              method: "POST",
+              headers,
+              body: JSON.stringify({ to: "settled", version: review.version }),
+            }),
+          );
+        } finally {
+          release();
+        }
+        try {
+          answers.push(
+            await app.request("/v1/dead-letters/pi_3%2Fsettle/redrive", {
+              method: "POST",
+              headers,
+            }),
+          );
+        } finally {
+          release();
+        }
+        assert.equal(answers.length, NOT_WRITTEN.length);
+        for (const [i, res] of answers.entries()) {
+          const problem = await res.json();
+          assert.equal(res.status, 503, JSON.stringify(problem));
+          assert.equal(
+            problem.type,
+            `urn:relayer:problem:${i < 2 ? "store" : "redrive"}-failed`,
+          );
+          assert.match(problem.detail, NOT_WRITTEN[i]!);
+        }
+        assert.equal(await check.getIntent("pi_1"), null);
+        assert.deepEqual(await check.getIntent("pi_2"), review);
+        assert.deepEqual(await check.getDeadLetter("pi_3/settle"), letter);
+        assert.equal(
+          lines.filter((line) =>
+            line.includes(
+              `PostgreSQL gave the store no connection within ${WAIT_MS}ms`,
+            )
+          ).length,
+          3,
+          lines.join("\n"),
+        );
+      },
+    ),
+  });
+}
