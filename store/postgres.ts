@@ -1972,6 +1972,7 @@ export class PostgresStore implements Store {
     neverResent(query);
     let gaveUp = false;
     let stale = 0;
+    let loginRefused = false;
     const asks = (Number(this.#sql.options?.max) || 1) + 1;
     const watched = (async () => {
       for (let asked = 1;; asked++) {
@@ -2023,6 +2024,20 @@ export class PostgresStore implements Store {
               ),
               { code: "26000" },
             );
+          }
+          if (
+            (error as { code?: unknown })?.code === "28P01" &&
+            !loginRefused && !gaveUp && !this.#closed
+          ) {
+            // A login refused (28P01) sent nothing of the read, and a read
+            // changes nothing: asked once more, on a connection opened
+            // anew. A connect begun before the role's password was renewed
+            // answers its refusal after the renewal; the next one logs in.
+            // A password still wrong is refused again, and said so.
+            loginRefused = true;
+            query = ask();
+            neverResent(query);
+            continue;
           }
           if (
             gaveUp || this.#closed || asked >= asks ||

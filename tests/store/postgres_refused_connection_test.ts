@@ -19,6 +19,7 @@ import {
   sharedClient,
 } from "../_postgres.ts";
 import { timeout } from "../_timeout.ts";
+import { relayed } from "./_cut.ts";
 
 const ignore = !postgresAvailable;
 
@@ -57,6 +58,7 @@ async function onLiveStore(
     endSessions: () => Promise<void>;
   }) => Promise<void>,
   fetchTypes = true,
+  hold?: (text: string) => Promise<void>,
 ): Promise<void> {
   const admin = await sharedClient();
   const role = `r${crypto.randomUUID().replaceAll("-", "").slice(0, 12)}`;
@@ -67,7 +69,12 @@ async function onLiveStore(
   const login = new URL(database.url);
   login.username = role;
   login.password = `${role}-pw`;
-  const sql = postgres(login.href, {
+  // Through a relay that holds each chunk the client sends for `hold`.
+  const relay = new AbortController();
+  const url = hold === undefined
+    ? login.href
+    : relayed(login.href, hold, relay.signal);
+  const sql = postgres(url, {
     max: 2,
     onnotice: () => {},
     max_lifetime: null,
@@ -92,6 +99,7 @@ async function onLiveStore(
   } finally {
     store.close();
     await sql.end({ timeout: 1 });
+    relay.abort();
     await admin`
       SELECT pg_terminate_backend(pid) FROM pg_stat_activity
       WHERE usename = ${role}`;
@@ -191,6 +199,49 @@ for (const fetchTypes of [true, false]) {
             1,
           );
         }, fetchTypes),
+    ),
+  });
+}
+
+for (const fetchTypes of [true, false]) {
+  let renew: (() => Promise<void>) | undefined;
+  Deno.test({
+    name:
+      `PostgresStore reads once more after a login its role's password was refused at (28P01), so a connect begun before the password's renewal and refused after it fails no read (fetch_types: ${fetchTypes})`,
+    ignore,
+    fn: timeout(
+      30_000,
+      () =>
+        onLiveStore(
+          async ({ admin, role, store, endSessions }) => {
+            await admin.unsafe(
+              `ALTER ROLE "${role}" VALID UNTIL '2000-01-01'`,
+            );
+            await endSessions();
+            // The server read the role's expiry as the login began, and
+            // refuses it at the login's end: the client's password
+            // message is held until the renewal has landed.
+            renew = async () => {
+              renew = undefined;
+              await admin.unsafe(
+                `ALTER ROLE "${role}" VALID UNTIL 'infinity'`,
+              );
+            };
+            // Spaced, as a queue's redelivery is: tried at once, the
+            // pool's connection just ended may answer with its loss.
+            await new Promise((resolve) => setTimeout(resolve, 300));
+            // Before: "The store's read failed as PostgreSQL refused a
+            // connection (PostgresError: password authentication failed
+            // …)", its password renewed.
+            assert.equal((await store.getIntent("pi_1"))?.hold, "pending");
+            assert.equal(renew, undefined, "no login was held");
+          },
+          fetchTypes,
+          async (text) => {
+            // A password message ('p'), before it goes on.
+            if (text.startsWith("p")) await renew?.();
+          },
+        ),
     ),
   });
 }
