@@ -1050,9 +1050,12 @@ export class PostgresStore implements Store {
     return parameters?.server_encoding;
   }
 
-  /** Throws, once {@linkcode PostgresStore.close} was called, that the store is closed. */
-  #open(what: string): void {
-    if (this.#closed) throw closedError(what);
+  /**
+   * Throws, once {@linkcode PostgresStore.close} was called, that the store
+   * is closed; `write`: marked as not written, as nothing was sent.
+   */
+  #open(what: string, write = false): void {
+    if (this.#closed) throw closedError(what, write);
   }
 
   /**
@@ -1080,7 +1083,8 @@ export class PostgresStore implements Store {
       stop = () => {
         if (settled) return;
         stopped();
-        reject(closedError(what));
+        // Only a write waits so (for its connection): nothing of it sent.
+        reject(closedError(what, true));
       };
     });
     this.#onClose.add(stop);
@@ -1327,9 +1331,17 @@ export class PostgresStore implements Store {
     if (refusal) throw refusal;
   }
 
-  /** Runs `work`, turning the database's race errors into store errors. */
-  async #run<T>(what: string, work: () => Promise<T>): Promise<T> {
-    this.#open(what);
+  /**
+   * Runs `work`, turning the database's race errors into store errors;
+   * `read`: `work` only reads (a closed store's error is then not marked
+   * as a write not written).
+   */
+  async #run<T>(
+    what: string,
+    work: () => Promise<T>,
+    read = false,
+  ): Promise<T> {
+    this.#open(what, !read);
     try {
       return await work();
     } catch (error) {
@@ -2126,7 +2138,7 @@ export class PostgresStore implements Store {
   async #begin<T>(
     work: Work<T>,
   ): Promise<T> {
-    this.#open("write");
+    this.#open("write", true);
     let started = false;
     let abandoned = false;
     const asks = (Number(this.#sql.options?.max) || 1) + 1;
@@ -2339,7 +2351,7 @@ export class PostgresStore implements Store {
    */
   #reserve(ms: number = this.#waitMs): Promise<postgres.ReservedSql> {
     // postgres.js 3.4.9's `reserve()` on an ended client never settles.
-    if (this.#closed) return Promise.reject(closedError("write"));
+    if (this.#closed) return Promise.reject(closedError("write", true));
     // Whether a connection was handed to the write, or the write gave up:
     // any that comes after is released.
     let done = false;
@@ -3397,7 +3409,7 @@ export class PostgresStore implements Store {
         items,
         cursor: rows.length > limit && last ? cursorAfter(last) : null,
       };
-    });
+    }, true);
   }
 
   /**
@@ -3912,11 +3924,15 @@ function unmigrated(
   );
 }
 
-/** The error of a call made once the store was closed (`what`: "read", "admit a delivery"). */
-function closedError(what: string): Error {
-  return new Error(
+/**
+ * The error of a call made once the store was closed (`what`: "read",
+ * "admit a delivery"); a `write`'s marked as not written.
+ */
+function closedError(what: string, write = false): Error {
+  const closed = new Error(
     `Cannot ${what} as the store is closed (its close() was called, as the process stops): nothing was sent to PostgreSQL; retry on a running instance (a queue redelivers)`,
   );
+  return write ? notWritten(closed) : closed;
 }
 
 /**

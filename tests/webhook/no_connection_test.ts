@@ -151,3 +151,43 @@ for (const fetchTypes of [true, false]) {
     ),
   });
 }
+
+Deno.test({
+  name:
+    "createApp() on a closed PostgresStore (the process stopping): an operator's creation answers 503 with nothing changed, not that it may have landed, and a read that it could not reach the store",
+  ignore: !postgresAvailable,
+  fn: onFreshSchema({}, async ({ admin, schema, store }) => {
+    const app = createApp({
+      store,
+      sender: new ScriptedSender({}),
+      opsToken: OPS,
+      log: () => {},
+    });
+    store.close();
+    const created = await app.request("/v1/intents", {
+      method: "POST",
+      headers,
+      body: '{"id":"pi_1","state":"authorized"}',
+    });
+    assert.equal(created.status, 503);
+    // Before: "… failed before the store answered (…): it may have landed
+    // or not. Read it (GET /v1/intents/pi_1) before you try again."
+    assert.match((await created.json()).detail, NOT_WRITTEN[0]!);
+    const read = await app.request("/v1/intents/pi_1", { headers });
+    assert.equal(read.status, 503);
+    assert.equal(
+      (await read.json()).detail,
+      "The read of intent pi_1 could not reach the store (the relayer's log says why): try again.",
+    );
+    const listed = await app.request("/v1/dead-letters", { headers });
+    assert.equal(listed.status, 503);
+    assert.equal(
+      (await listed.json()).detail,
+      "The listing of dead letters could not reach the store (the relayer's log says why): try again.",
+    );
+    assert.equal(
+      await new PostgresStore(admin, { schema }).getIntent("pi_1"),
+      null,
+    );
+  }),
+});
