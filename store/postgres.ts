@@ -1974,9 +1974,15 @@ export class PostgresStore implements Store {
    * asked again, once more than the pool has connections (each keeps one
    * goodbye at most, and is open once it handed it on). An answer with no
    * statement completed is not the query's (see `noneCompleted`): the
-   * connection was lost under it.
+   * connection was lost under it. `ofWrite`: the read of a write, none of
+   * whose statements is sent before it answers, so one unanswered in time
+   * is marked as nothing written.
    */
-  async #watched<T>(ask: () => Promise<T>, what = "read"): Promise<T> {
+  async #watched<T>(
+    ask: () => Promise<T>,
+    what = "read",
+    ofWrite = false,
+  ): Promise<T> {
     // Before the query is awaited: postgres.js sends nothing until then.
     this.#open(what);
     let epoch = this.#epoch;
@@ -2100,9 +2106,10 @@ export class PostgresStore implements Store {
         this.#ownCancelAt = performance.now();
       }
       if (!sent && pending.state == null) pending.cancelled = null;
-      return new Error(
+      const late = new Error(
         `PostgreSQL did not answer the store's ${what} within ${this.#waitMs}ms: the pool is busy, or the server is unreachable; retry`,
       );
+      return ofWrite ? notWritten(late) : late;
     });
   }
 
@@ -2565,14 +2572,18 @@ export class PostgresStore implements Store {
     options: WriteOptions = {},
   ) {
     const uncounted = uncountedKeys(options);
-    const [row] = await this.#watched(() =>
-      this.#intentQuery(
-        this.#sql,
-        id,
-        true,
-        uncounted,
-        markedAt(options),
-      )
+    // A write's read: nothing of the write is sent before it answers.
+    const [row] = await this.#watched(
+      () =>
+        this.#intentQuery(
+          this.#sql,
+          id,
+          true,
+          uncounted,
+          markedAt(options),
+        ),
+      "read",
+      true,
     );
     if (row === undefined) {
       throw new ConflictError(`Cannot ${what} as the intent does not exist`, {

@@ -14,6 +14,7 @@ import { type Job, ScriptedSender } from "../../mod.ts";
 import { PostgresStore } from "../../store/postgres.ts";
 import {
   afterFirstRead,
+  answeredAs,
   onFreshSchema,
   postgresAvailable,
 } from "../_postgres.ts";
@@ -191,3 +192,77 @@ Deno.test({
     );
   }),
 });
+
+for (const fetchTypes of [true, false]) {
+  Deno.test({
+    name:
+      `createApp() on a PostgreSQL store whose pool gives a resolution's own read of the intent no connection (fetch_types: ${fetchTypes}): it answers 503 with nothing changed, not that it may have landed`,
+    ignore: !postgresAvailable,
+    fn: onFreshSchema(
+      { max: 1, fetchTypes, connectionWaitMs: WAIT_MS },
+      async ({ admin, schema, sql }) => {
+        const check = new PostgresStore(admin, { schema });
+        const settling = await check.createIntent({
+          id: "pi_2",
+          state: "settling",
+          hold: "pending",
+          settlingSince: 0,
+        });
+        const review = await check.transition("pi_2", {
+          from: "settling",
+          to: "needs_review",
+          version: settling.version,
+          at: 1,
+        });
+        // Taken once the route's read (without the lease) has answered:
+        // the write's own read, with the lease, then gets no connection.
+        let release = () => {};
+        let armed = true;
+        const store = new PostgresStore(
+          answeredAs(sql, (text) => {
+            if (!armed || !/AS hold\b/.test(text)) return undefined;
+            if (text.includes("lease_owner")) return undefined;
+            armed = false;
+            return async (rows) => {
+              release = await takePool(sql);
+              return rows;
+            };
+          }),
+          { schema, connectionWaitMs: WAIT_MS },
+        );
+        const lines: string[] = [];
+        const app = createApp({
+          store,
+          sender: new ScriptedSender({}),
+          opsToken: OPS,
+          log: (line) => lines.push(line),
+        });
+        let res: Response;
+        try {
+          res = await app.request("/v1/intents/pi_2/resolve", {
+            method: "POST",
+            headers,
+            body: JSON.stringify({ to: "settled", version: review.version }),
+          });
+        } finally {
+          release();
+        }
+        assert.equal(armed, false, "the route's read was not seen");
+        const problem = await res.json();
+        assert.equal(res.status, 503, JSON.stringify(problem));
+        // Before: "… failed before the store answered (…): it may have
+        // landed or not. Read the intent again …".
+        assert.match(problem.detail, NOT_WRITTEN[1]!);
+        assert.ok(
+          lines.some((line) =>
+            line.includes(
+              `PostgreSQL did not answer the store's read within ${WAIT_MS}ms`,
+            )
+          ),
+          lines.join("\n"),
+        );
+        assert.deepEqual(await check.getIntent("pi_2"), review);
+      },
+    ),
+  });
+}
