@@ -150,7 +150,12 @@ Deno.test("createApp() refuses a QStash signing key shorter than 16 characters, 
       key,
     );
   }
-  // At 16 characters a key is taken, and a token under another is refused.
+  // At 15 characters a key is refused, at 16 it is taken, and a token
+  // under another is refused.
+  assert.throws(
+    () => qstashVerifier({ ...QSTASH, currentSigningKey: "k".repeat(15) }),
+    /^TypeError: Cannot verify QStash deliveries as 'currentSigningKey' is 15 characters long: /,
+  );
   const verify = qstashVerifier({ ...QSTASH, nextSigningKey: "k".repeat(16) });
   assert.equal((await verify(guessed, body)).ok, false);
   assert.equal(
@@ -228,6 +233,47 @@ Deno.test("a QStash signing key anyone can read (a local QStash's) is refused fo
       );
     }
   }
+});
+
+Deno.test("a published QStash key is taken for a URL on a name under localhost, and refused for one that only starts as a loopback address or cannot be read as a URL", () => {
+  const keys = {
+    currentSigningKey: "sig_7kYjw48mhY7kAjqNGcy6cr29RJ6r",
+    nextSigningKey: QSTASH.nextSigningKey,
+  };
+  // RFC 6761: every name under localhost is this machine.
+  qstashVerifier({ ...keys, url: "http://relayer.localhost:8000/v1/qstash" });
+  assert.equal(
+    refusedSetting({
+      SENDER_URL: "http://127.0.0.1:9000",
+      QSTASH_CURRENT_SIGNING_KEY: keys.currentSigningKey,
+      QSTASH_NEXT_SIGNING_KEY: keys.nextSigningKey,
+      PUBLIC_URL: "http://relayer.localhost:8000",
+    }),
+    null,
+  );
+  // A public name whose labels begin as 127.0.0.1 (a wildcard DNS name)
+  // is not this machine; nor is a URL no parser reads.
+  for (
+    const url of [
+      "https://127.0.0.1.nip.io/v1/qstash",
+      "http://relayer .example.com/v1/qstash",
+    ]
+  ) {
+    assert.throws(
+      () => qstashVerifier({ ...keys, url }),
+      new TypeError(
+        `Cannot verify QStash deliveries as 'currentSigningKey' is a published key (a local QStash's, which anyone can read) and 'url' is not on this machine: anyone could sign a delivery to ${url}. Copy both keys from the QStash console's signing keys`,
+      ),
+      url,
+    );
+  }
+  const error = refusal({
+    SENDER_URL: "http://127.0.0.1:9000",
+    QSTASH_CURRENT_SIGNING_KEY: keys.currentSigningKey,
+    QSTASH_NEXT_SIGNING_KEY: keys.nextSigningKey,
+    PUBLIC_URL: "https://127.0.0.1.nip.io",
+  });
+  assert.equal(error.setting, "QSTASH_CURRENT_SIGNING_KEY");
 });
 
 Deno.test("the secrets the docs give for a local run are refused at start on Deno Deploy or with a PUBLIC_URL off this machine, and taken on loopback: a forger signs deliveries and opens the ops routes with them", () => {
