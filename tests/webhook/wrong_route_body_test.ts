@@ -16,14 +16,14 @@ import { makeApp, NOW, OPS } from "./_app.ts";
 
 const BIG = "x".repeat(2048);
 
-/** A body of {@linkcode BIG}, framed by its Content-Length or chunked. */
-function bodyOf(framing: "length" | "chunked") {
+/** A body of `text` ({@linkcode BIG}), framed by its Content-Length or chunked. */
+function bodyOf(framing: "length" | "chunked", text = BIG) {
   return framing === "length"
-    ? { body: BIG, headers: { "content-length": String(BIG.length) } }
+    ? { body: text, headers: { "content-length": String(text.length) } }
     : {
       body: new ReadableStream<Uint8Array>({
         start(controller) {
-          controller.enqueue(new TextEncoder().encode(BIG));
+          controller.enqueue(new TextEncoder().encode(text));
           controller.close();
         },
       }),
@@ -128,7 +128,8 @@ Deno.test("createApp() checks a delivery route's headers before its body's size:
     }
   }
   // A service with no delivery route's keys: each route is off (503),
-  // however long the body.
+  // however long the body: over even an envelope route's larger limit
+  // (the failure callback's, 16 KiB beyond the job's base64).
   const off = createApp({
     store: new MemoryStore(),
     sender: new ScriptedSender({}),
@@ -138,7 +139,7 @@ Deno.test("createApp() checks a delivery route's headers before its body's size:
   });
   for (const path of ["/v1/deliveries", "/v1/qstash", "/v1/qstash/failed"]) {
     for (const framing of ["length", "chunked"] as const) {
-      const body = bodyOf(framing);
+      const body = bodyOf(framing, "x".repeat(32 * 1024));
       const res = await off.request(path, {
         method: "POST",
         body: body.body,
