@@ -16,7 +16,10 @@ Deno.test("createApp() answers HEAD on its GET routes as GET without a body, and
     intents: [{ id: "pi_0001", state: "created" }],
   });
   for (
-    const [path, headers] of [["/healthz", {}], ["/v1/dead-letters", ops], [
+    const [path, headers] of [["/healthz", {}], ["/readyz", {}], [
+      "/v1/dead-letters",
+      ops,
+    ], [
       "/v1/intents/pi_0001",
       ops,
     ]] as const
@@ -50,6 +53,11 @@ Deno.test("createApp() answers a route's path with a slash at its end or a doubl
       "/v1/dead-letters/pi_0001/settle/redrive/",
       "/v1/dead-letters/pi_0001/settle/redrive",
     ],
+    [
+      "DELETE",
+      "/v1/dead-letters/pi_0001/settle/",
+      "/v1/dead-letters/pi_0001/settle",
+    ],
   ] as const;
   for (const [method, path, route] of cases) {
     const res = await app.request(path, {
@@ -64,13 +72,24 @@ Deno.test("createApp() answers a route's path with a slash at its end or a doubl
       `Nothing answers ${method} ${path}. Send it to ${route}: the routes take no slash at the end and no doubled slash.`,
     );
   }
-  // A path no route has, however its slashes are mended, is told no more.
-  const none = await app.request("/v1/nothing/", { method: "POST" });
-  assert.equal(none.status, 404);
-  assert.equal(
-    (await none.json()).detail,
-    "Nothing answers POST /v1/nothing/.",
-  );
+  // A path no route has, however its slashes are mended, is told no more:
+  // nor one that holds a route's path after a prefix, or before a suffix,
+  // or a parameter with a slash in it.
+  for (
+    const path of [
+      "/v1/nothing/",
+      "/v1/deliveries/extra/",
+      "/base/v1/deliveries/",
+      "/v1/intents/pi_0001/extra/",
+    ]
+  ) {
+    const none = await app.request(path, { method: "POST" });
+    assert.equal(none.status, 404, path);
+    assert.equal(
+      (await none.json()).detail,
+      `Nothing answers POST ${path}.`,
+    );
+  }
   assert.equal(writes.length, 0);
 });
 
