@@ -154,3 +154,70 @@ Deno.test("HttpSender names a fetch that rejects with no Error by its kind and c
     },
   );
 });
+
+Deno.test("messageOf() and describeError() at their bounds: a string of 1,000 characters whole, one of 1,001 cut; a name or code of 64 characters shown, of 65 or empty not", () => {
+  const whole = "s".repeat(1000);
+  assert.equal(messageOf(whole), whole);
+  const cut = messageOf(`${whole}t`);
+  assert.equal(cut.length, 1000);
+  assert.ok(cut.endsWith("… (1001 characters in all)"), cut);
+  const named = (name: string) => ({ name, code: "E" });
+  assert.equal(
+    messageOf(named("n".repeat(64))),
+    `Object with name "${"n".repeat(64)}", code "E" (not an Error)`,
+  );
+  assert.equal(
+    messageOf(named("n".repeat(65))),
+    'Object with code "E" (not an Error)',
+  );
+  assert.equal(messageOf(named("")), 'Object with code "E" (not an Error)');
+  // A bigint of 64 characters with its n, and one of 65.
+  assert.equal(messageOf(10n ** 62n), `1${"0".repeat(62)}n (not an Error)`);
+  assert.equal(messageOf(10n ** 63n), "a bigint (not an Error)");
+  // A code that is a number is shown only when finite.
+  assert.equal(
+    messageOf({ code: Number.NaN }),
+    "Object (not an Error)",
+  );
+  // An Error whose name is empty, or too long, is said as an Error.
+  const unnamed = new Error("went wrong");
+  unnamed.name = "";
+  assert.equal(describeError(unnamed), "Error: went wrong");
+  const long = new Error("went wrong");
+  long.name = "N".repeat(65);
+  assert.equal(describeError(long), "Error: went wrong");
+});
+
+Deno.test("messageOf() and describeError() say an Error whose message is no string by its name, and a number or boolean message with it, once", () => {
+  const numbered = new TypeError();
+  (numbered as { message: unknown }).message = 42;
+  assert.equal(messageOf(numbered), "TypeError: 42");
+  assert.equal(describeError(numbered), "TypeError: 42");
+  const flagged = new RangeError();
+  (flagged as { message: unknown }).message = false;
+  assert.equal(messageOf(flagged), "RangeError: false");
+  const objected = new TypeError();
+  (objected as { message: unknown }).message = { token: "hunter2" };
+  assert.equal(messageOf(objected), "TypeError");
+  assert.equal(describeError(objected), "TypeError");
+});
+
+Deno.test("describeError() reads no more than 16 members of an AggregateError with no message, however many it holds", () => {
+  let read = 0;
+  const members = new Proxy(
+    Array.from({ length: 10_000 }, () => new Error("refused")),
+    {
+      get(target, key, receiver) {
+        if (typeof key === "string" && /^\d+$/.test(key)) read++;
+        return Reflect.get(target, key, receiver);
+      },
+    },
+  );
+  const aggregate = new AggregateError([]);
+  Object.defineProperty(aggregate, "errors", { value: members });
+  assert.equal(
+    describeError(aggregate),
+    `AggregateError: ${Array(16).fill("refused").join(", ")}`,
+  );
+  assert.ok(read <= 16, `${read} members read`);
+});
