@@ -69,6 +69,14 @@ for (
     [undefined, "undefined (not an Error)"],
     [Object.create(null), "an object with no prototype (not an Error)"],
     ["signer said no", "signer said no"],
+    // A send given to several nodes, each failing: said by its members.
+    [
+      new AggregateError([
+        new Error("node a timed out"),
+        new Error("node b reset"),
+      ]),
+      "node a timed out, node b reset",
+    ],
   ] as const
 ) {
   for (const reject of [false, true]) {
