@@ -41,6 +41,8 @@ const FORMS = [
   [String, '"0"'],
   [BigInt, "0n"],
   [() => undefined, "undefined"],
+  [() => -1, "-1"],
+  [() => 0.5, "0.5"],
 ] as const;
 
 for (const [as, shown] of FORMS) {
