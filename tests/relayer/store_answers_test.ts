@@ -15,6 +15,11 @@ import {
   type Store,
 } from "../../mod.ts";
 import { createApp } from "../../webhook/app.ts";
+import {
+  deadLetterPage,
+  letterOrNull,
+  writtenIntent,
+} from "../../store/_rules.ts";
 
 const job = { intentId: "pi_0001", kind: "settle" } as const;
 const OPS = "ops-token-for-store-answers";
@@ -208,4 +213,45 @@ Deno.test("GET /v1/intents/:id answers 503 for a store's getDeadLetter() that an
   const body = await answer.text();
   assert.equal(answer.status, 503, body);
   assert.ok(lines.some((line) => line.includes(NO_LETTER)), lines.join("\n"));
+});
+
+Deno.test("a store's answer that is no letter, intent or page in any other form (null from a write, a string for a letter, a page without items) is refused as undefined is", () => {
+  for (
+    const [letter, shown] of [["pi_0001/settle", '"pi_0001/settle"'], [
+      0,
+      "0",
+    ]] as const
+  ) {
+    assert.throws(
+      () => letterOrNull("pi_0001/settle", letter),
+      new TypeError(
+        NO_LETTER.replace("returned undefined", `returned ${shown}`),
+      ),
+    );
+  }
+  assert.equal(letterOrNull("pi_0001/settle", null), null);
+  assert.throws(
+    () => writtenIntent("transition", "pi_0001", null),
+    new TypeError(
+      refusal("transition").replace("returned undefined", "returned null"),
+    ),
+  );
+  for (
+    const [page, shown] of [[{}, "{}"], [
+      { items: null, cursor: null },
+      '{"items":null,"cursor":null}',
+    ], [null, "null"]] as const
+  ) {
+    assert.throws(
+      () => deadLetterPage(page),
+      (error: Error) =>
+        error instanceof TypeError &&
+        error.message.startsWith(
+          `Cannot list dead letters as the store's listDeadLetters() returned ${shown}, not a page of them ({ items, cursor })`,
+        ),
+      shown,
+    );
+  }
+  const page = { items: [], cursor: null };
+  assert.equal(deadLetterPage(page), page);
 });
