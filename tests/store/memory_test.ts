@@ -47,6 +47,8 @@ Deno.test("new MemoryStore() refuses an option or argument it would ignore, nami
       [url, "string"],
       [null, "null"],
       [42, "number"],
+      // A key is named to its first 40 characters.
+      [{ ["k".repeat(100)]: 1 }, `an object with "${"k".repeat(40)}"`],
     ] as const
   ) {
     assert.throws(
