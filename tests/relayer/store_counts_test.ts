@@ -16,6 +16,7 @@ import {
   type Store,
 } from "../../mod.ts";
 import { createApp } from "../../webhook/app.ts";
+import { BusyError } from "../../store/busy_error.ts";
 
 /** A MemoryStore whose `deliveries()` answers each count through `as`. */
 function countsAs(as: (count: number) => unknown): {
@@ -113,4 +114,35 @@ Deno.test("the relayer and the ops route read a store's numeric count as it is",
   });
   assert.equal(answer.status, 200);
   assert.equal((await answer.json()).deliveries, 0);
+});
+
+Deno.test("deliver() refuses a store whose deliveries() answers no count while its admit() is busy, not a retry of delivery NaN", async () => {
+  const memory = new MemoryStore();
+  await memory.createIntent({
+    id: "pi_0001",
+    state: "authorized",
+    hold: "pending",
+  });
+  const store = new Proxy(memory, {
+    get(target, key) {
+      const value = Reflect.get(target, key, target);
+      if (typeof value !== "function") return value;
+      if (key === "admit") return () => Promise.reject(new BusyError("busy"));
+      if (key === "deliveries") return () => Promise.resolve(undefined);
+      return value.bind(target);
+    },
+  });
+  const relayer = createRelayer({
+    store,
+    sender: new ScriptedSender({}),
+    now: () => 1_000,
+  });
+  await assert.rejects(
+    relayer.deliver({ intentId: "pi_0001", kind: "settle" }),
+    (error: Error) =>
+      error instanceof TypeError &&
+      error.message.includes(
+        "as the store's deliveries() returned undefined, not a count",
+      ),
+  );
 });
