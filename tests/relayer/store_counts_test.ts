@@ -17,6 +17,7 @@ import {
 } from "../../mod.ts";
 import { createApp } from "../../webhook/app.ts";
 import { BusyError } from "../../store/busy_error.ts";
+import { genericRequest, makeApp } from "../webhook/_app.ts";
 
 /** A MemoryStore whose `deliveries()` answers each count through `as`. */
 function countsAs(as: (count: number) => unknown): {
@@ -145,4 +146,31 @@ Deno.test("deliver() refuses a store whose deliveries() answers no count while i
         "as the store's deliveries() returned undefined, not a count",
       ),
   );
+});
+
+Deno.test("POST /v1/deliveries' give-up with no count of its own refuses a store that answers its message's count as text, naming that count, not taking it as delivery 1", async () => {
+  const { store, memory } = countsAs(String);
+  await memory.createIntent({ id: "pi_0001", state: "authorized" });
+  const lines: string[] = [];
+  const { app } = await makeApp({
+    deps: { store, log: (line) => void lines.push(line) },
+  });
+  const answer = await app.request(
+    "/v1/deliveries",
+    await genericRequest(JSON.stringify({
+      job: { intentId: "pi_0001", kind: "settle" },
+      gaveUp: { messageId: "m-1" },
+    })),
+  );
+  const body = await answer.text();
+  assert.equal(answer.status, 503, body);
+  assert.ok(
+    lines.some((line) =>
+      line.includes(
+        `Cannot read the delivery count of generic/pi_0001/settle/message/m-1 as the store's deliveries() returned "0"`,
+      )
+    ),
+    lines.join("\n"),
+  );
+  assert.equal(await memory.getDeadLetter("pi_0001/settle"), null);
 });
