@@ -8,40 +8,35 @@
  */
 
 import assert from "node:assert/strict";
-import {
-  createRelayer,
-  MemoryStore,
-  ScriptedSender,
-  type Store,
-} from "../../mod.ts";
-import { createApp } from "../../webhook/app.ts";
+import { createRelayer, ScriptedSender, type Store } from "../../mod.ts";
 import {
   deadLetterPage,
   letterOrNull,
   writtenIntent,
 } from "../../store/_rules.ts";
+import { answersAs, OPS_TOKEN, opsAppOver } from "./_answers_as.ts";
 
 const job = { intentId: "pi_0001", kind: "settle" } as const;
-const OPS = "ops-token-for-store-answers";
 
-/** A MemoryStore whose `method` writes as it should, then answers nothing. */
-function answersNothing(method: keyof Store): {
-  store: Store;
-  memory: MemoryStore;
-} {
-  const memory = new MemoryStore();
-  const store = new Proxy(memory, {
-    get(target, key) {
-      const value = Reflect.get(target, key, target);
-      if (typeof value !== "function") return value;
-      if (key !== method) return value.bind(target);
-      return async (...args: unknown[]) => {
-        await value.apply(target, args);
-        return undefined;
-      };
-    },
+/**
+ * A relayer over pi_0001, authorized, on a store whose `method` writes as
+ * it should, then answers nothing; its Sender sends `txHashes` in turn.
+ */
+async function relayerOver(
+  method: keyof Store,
+  txHashes: string[],
+  now: () => number = () => 0,
+) {
+  const { store, memory } = answersAs(method, () => undefined);
+  await memory.createIntent({
+    id: "pi_0001",
+    state: "authorized",
+    hold: "pending",
   });
-  return { store, memory };
+  const sender = new ScriptedSender({
+    pi_0001: { sends: txHashes.map((txHash) => ({ txHash })) },
+  });
+  return createRelayer({ store, sender, now });
 }
 
 function refusal(method: string): string {
@@ -49,32 +44,14 @@ function refusal(method: string): string {
 }
 
 Deno.test("deliver() names a store's transition() to settling that answers nothing", async () => {
-  const { store, memory } = answersNothing("transition");
-  await memory.createIntent({
-    id: "pi_0001",
-    state: "authorized",
-    hold: "pending",
-  });
-  const sender = new ScriptedSender({
-    pi_0001: { sends: [{ txHash: "0xabc" }] },
-  });
-  const relayer = createRelayer({ store, sender, now: () => 0 });
+  const relayer = await relayerOver("transition", ["0xabc"]);
   const outcome = await relayer.deliver(job, 1);
   assert.equal(outcome.action, "retry");
   assert.equal(outcome.reason, refusal("transition"));
 });
 
 Deno.test("deliver() names a store's recordBroadcast() that answers nothing, keeping the hash sent", async () => {
-  const { store, memory } = answersNothing("recordBroadcast");
-  await memory.createIntent({
-    id: "pi_0001",
-    state: "authorized",
-    hold: "pending",
-  });
-  const sender = new ScriptedSender({
-    pi_0001: { sends: [{ txHash: "0xabc" }] },
-  });
-  const relayer = createRelayer({ store, sender, now: () => 0 });
+  const relayer = await relayerOver("recordBroadcast", ["0xabc"]);
   const outcome = await relayer.deliver(job, 1);
   assert.equal(outcome.action, "retry");
   assert.equal(
@@ -84,17 +61,12 @@ Deno.test("deliver() names a store's recordBroadcast() that answers nothing, kee
 });
 
 Deno.test("deliver() names a store's beginBroadcast() that answers nothing, on a rescue", async () => {
-  const { store, memory } = answersNothing("beginBroadcast");
-  await memory.createIntent({
-    id: "pi_0001",
-    state: "authorized",
-    hold: "pending",
-  });
-  const sender = new ScriptedSender({
-    pi_0001: { sends: [{ txHash: "0xabc" }, { txHash: "0xdef" }] },
-  });
   let now = 0;
-  const relayer = createRelayer({ store, sender, now: () => now });
+  const relayer = await relayerOver(
+    "beginBroadcast",
+    ["0xabc", "0xdef"],
+    () => now,
+  );
   assert.equal((await relayer.deliver(job, 1)).action, "retry");
   now = 10 * 60_000; // past stuckAfter, unconfirmed: a rescue
   const outcome = await relayer.deliver(job, 2);
@@ -103,7 +75,7 @@ Deno.test("deliver() names a store's beginBroadcast() that answers nothing, on a
 });
 
 Deno.test("POST /v1/intents/:id/resolve answers 503 for a store's transition() that answers nothing, and logs why", async () => {
-  const { store, memory } = answersNothing("transition");
+  const { store, memory } = answersAs("transition", () => undefined);
   await memory.createIntent({
     id: "pi_0001",
     state: "needs_review",
@@ -112,19 +84,12 @@ Deno.test("POST /v1/intents/:id/resolve answers 503 for a store's transition() t
     lastBroadcast: { outcome: "not_sent", at: 0, error: "refused" },
     mayHaveSent: false,
   });
-  const lines: string[] = [];
-  const app = createApp({
-    store,
-    sender: new ScriptedSender({}),
-    now: () => 0,
-    opsToken: OPS,
-    log: (line) => void lines.push(line),
-  });
+  const { app, lines } = opsAppOver(store);
   const intent = await memory.getIntent("pi_0001");
   const answer = await app.request("/v1/intents/pi_0001/resolve", {
     method: "POST",
     headers: {
-      authorization: `Bearer ${OPS}`,
+      authorization: `Bearer ${OPS_TOKEN}`,
       "content-type": "application/json",
     },
     body: JSON.stringify({ to: "failed", version: intent!.version }),
@@ -138,17 +103,10 @@ Deno.test("POST /v1/intents/:id/resolve answers 503 for a store's transition() t
 });
 
 Deno.test("GET /v1/dead-letters answers 503 for a store's listDeadLetters() that answers nothing, not a 200 with no body", async () => {
-  const { store } = answersNothing("listDeadLetters");
-  const lines: string[] = [];
-  const app = createApp({
-    store,
-    sender: new ScriptedSender({}),
-    now: () => 0,
-    opsToken: OPS,
-    log: (line) => void lines.push(line),
-  });
+  const { store } = answersAs("listDeadLetters", () => undefined);
+  const { app, lines } = opsAppOver(store);
   const answer = await app.request("/v1/dead-letters", {
-    headers: { authorization: `Bearer ${OPS}` },
+    headers: { authorization: `Bearer ${OPS_TOKEN}` },
   });
   const body = await answer.text();
   assert.equal(answer.status, 503, body);
@@ -164,20 +122,8 @@ Deno.test("GET /v1/dead-letters answers 503 for a store's listDeadLetters() that
 });
 
 /** A MemoryStore whose getDeadLetter() answers `undefined` for a missing letter, as a `Map`'s get does. */
-function lettersAsMap(): { store: Store; memory: MemoryStore } {
-  const memory = new MemoryStore();
-  const store = new Proxy(memory, {
-    get(target, key) {
-      const value = Reflect.get(target, key, target);
-      if (typeof value !== "function") return value;
-      if (key === "getDeadLetter") {
-        return async (jobId: string) =>
-          (await target.getDeadLetter(jobId)) ?? undefined;
-      }
-      return value.bind(target);
-    },
-  });
-  return { store, memory };
+function lettersAsMap() {
+  return answersAs("getDeadLetter", (letter) => letter ?? undefined);
 }
 
 const NO_LETTER =
@@ -199,16 +145,9 @@ Deno.test("redrive() and discard() name a store's getDeadLetter() that answers u
 Deno.test("GET /v1/intents/:id answers 503 for a store's getDeadLetter() that answers undefined, not an intent with no word of its letter", async () => {
   const { store, memory } = lettersAsMap();
   await memory.createIntent({ id: "pi_0001", state: "authorized" });
-  const lines: string[] = [];
-  const app = createApp({
-    store,
-    sender: new ScriptedSender({}),
-    now: () => 0,
-    opsToken: OPS,
-    log: (line) => void lines.push(line),
-  });
+  const { app, lines } = opsAppOver(store);
   const answer = await app.request("/v1/intents/pi_0001", {
-    headers: { authorization: `Bearer ${OPS}` },
+    headers: { authorization: `Bearer ${OPS_TOKEN}` },
   });
   const body = await answer.text();
   assert.equal(answer.status, 503, body);

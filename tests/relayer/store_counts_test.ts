@@ -9,34 +9,14 @@
  */
 
 import assert from "node:assert/strict";
-import {
-  createRelayer,
-  MemoryStore,
-  ScriptedSender,
-  type Store,
-} from "../../mod.ts";
-import { createApp } from "../../webhook/app.ts";
+import { createRelayer, MemoryStore, ScriptedSender } from "../../mod.ts";
 import { BusyError } from "../../store/busy_error.ts";
 import { genericRequest, makeApp } from "../webhook/_app.ts";
+import { answersAs, OPS_TOKEN, opsAppOver } from "./_answers_as.ts";
 
 /** A MemoryStore whose `deliveries()` answers each count through `as`. */
-function countsAs(as: (count: number) => unknown): {
-  store: Store;
-  memory: MemoryStore;
-} {
-  const memory = new MemoryStore();
-  const store = new Proxy(memory, {
-    get(target, key) {
-      const value = Reflect.get(target, key, target);
-      if (typeof value !== "function") return value;
-      if (key === "deliveries") {
-        return async (...args: [string, number?]) =>
-          as(await target.deliveries(...args));
-      }
-      return value.bind(target);
-    },
-  });
-  return { store, memory };
+function countsAs(as: (count: number) => unknown) {
+  return answersAs("deliveries", as);
 }
 
 const FORMS = [
@@ -77,17 +57,9 @@ for (const [as, shown] of FORMS) {
   Deno.test(`GET /v1/intents/:id answers 503 and logs a store whose deliveries() answers ${shown}, not the count as it came`, async () => {
     const { store, memory } = countsAs(as);
     await memory.createIntent({ id: "pi_0001", state: "authorized" });
-    const lines: string[] = [];
-    const app = createApp({
-      store,
-      sender: new ScriptedSender({}),
-      now: () => 1_000,
-      random: () => 0,
-      opsToken: "ops-token-for-store-counts",
-      log: (line) => void lines.push(line),
-    });
+    const { app, lines } = opsAppOver(store);
     const answer = await app.request("/v1/intents/pi_0001", {
-      headers: { authorization: "Bearer ops-token-for-store-counts" },
+      headers: { authorization: `Bearer ${OPS_TOKEN}` },
     });
     const body = await answer.text();
     assert.equal(answer.status, 503, body);
@@ -103,15 +75,9 @@ for (const [as, shown] of FORMS) {
 Deno.test("the relayer and the ops route read a store's numeric count as it is", async () => {
   const { store, memory } = countsAs((count) => count);
   await memory.createIntent({ id: "pi_0001", state: "authorized" });
-  const app = createApp({
-    store,
-    sender: new ScriptedSender({}),
-    now: () => 1_000,
-    random: () => 0,
-    opsToken: "ops-token-for-store-counts",
-  });
+  const { app } = opsAppOver(store);
   const answer = await app.request("/v1/intents/pi_0001", {
-    headers: { authorization: "Bearer ops-token-for-store-counts" },
+    headers: { authorization: `Bearer ${OPS_TOKEN}` },
   });
   assert.equal(answer.status, 200);
   assert.equal((await answer.json()).deliveries, 0);
