@@ -9,8 +9,8 @@
  * @module
  */
 import assert from "node:assert/strict";
-import { openService } from "../main.ts";
 import { loadConfig } from "../webhook/config.ts";
+import { startLineOf } from "./_start_line.ts";
 import { emptyKv } from "./_echoing_kv.ts";
 
 if (
@@ -32,14 +32,7 @@ async function startLine(
   env: Record<string, string>,
   base: Record<string, string> = BASE,
 ): Promise<string> {
-  const service = await openService(loadConfig({ ...base, ...env }), {
-    log: () => {},
-  });
-  try {
-    return service.description;
-  } finally {
-    await service.close();
-  }
+  return await startLineOf({ ...base, ...env });
 }
 
 Deno.test("openService()'s start line on Deno Deploy KV without QStash names QSTASH_TOKEN alone: KV_QUEUE=1 is refused there", async () => {

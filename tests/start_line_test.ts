@@ -5,8 +5,8 @@
  * job is refused.
  */
 import assert from "node:assert/strict";
-import { openService } from "../main.ts";
 import { loadConfig } from "../webhook/config.ts";
+import { startLineOf } from "./_start_line.ts";
 import { freshDatabase, postgresAvailable } from "./_postgres.ts";
 import { testInOwnProcess } from "./_own_process.ts";
 
@@ -29,14 +29,7 @@ async function startLine(
   env: Record<string, string>,
   base: Record<string, string> = BASE,
 ): Promise<string> {
-  const service = await openService(loadConfig({ ...base, ...env }), {
-    log: () => {},
-  });
-  try {
-    return service.description;
-  } finally {
-    await service.close();
-  }
+  return await startLineOf({ ...base, ...env });
 }
 
 Deno.test("openService()'s start line says where POST /v1/jobs and a redrive put a job", async () => {
