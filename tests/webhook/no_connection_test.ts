@@ -31,6 +31,22 @@ const NOT_WRITTEN = [
   /^The redrive of pi_3\/settle was not written \(the relayer's log says why\): its dead letter stays; try again\. A job it queued before the store failed is harmless, as it only says "go and look"\.$/,
 ];
 
+/** pi_2 moved to review from settling, with nothing recorded sent. */
+async function inReview(store: PostgresStore) {
+  const settling = await store.createIntent({
+    id: "pi_2",
+    state: "settling",
+    hold: "pending",
+    settlingSince: 0,
+  });
+  return await store.transition("pi_2", {
+    from: "settling",
+    to: "needs_review",
+    version: settling.version,
+    at: 1,
+  });
+}
+
 /** Takes the one connection of `sql`'s pool until `release()`. */
 async function takePool(sql: postgres.Sql): Promise<() => void> {
   const held = await sql.reserve();
@@ -46,18 +62,7 @@ for (const fetchTypes of [true, false]) {
       { max: 1, fetchTypes, connectionWaitMs: WAIT_MS },
       async ({ admin, schema, sql }) => {
         const check = new PostgresStore(admin, { schema });
-        const settling = await check.createIntent({
-          id: "pi_2",
-          state: "settling",
-          hold: "pending",
-          settlingSince: 0,
-        });
-        const review = await check.transition("pi_2", {
-          from: "settling",
-          to: "needs_review",
-          version: settling.version,
-          at: 1,
-        });
+        const review = await inReview(check);
         await check.createIntent({ id: "pi_3", state: "authorized" });
         await check.putDeadLetter({
           jobId: "pi_3/settle",
@@ -202,18 +207,7 @@ for (const fetchTypes of [true, false]) {
       { max: 1, fetchTypes, connectionWaitMs: WAIT_MS },
       async ({ admin, schema, sql }) => {
         const check = new PostgresStore(admin, { schema });
-        const settling = await check.createIntent({
-          id: "pi_2",
-          state: "settling",
-          hold: "pending",
-          settlingSince: 0,
-        });
-        const review = await check.transition("pi_2", {
-          from: "settling",
-          to: "needs_review",
-          version: settling.version,
-          at: 1,
-        });
+        const review = await inReview(check);
         // Taken once the route's read (without the lease) has answered:
         // the write's own read, with the lease, then gets no connection.
         let release = () => {};
