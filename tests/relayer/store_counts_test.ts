@@ -140,3 +140,33 @@ Deno.test("POST /v1/deliveries' give-up with no count of its own refuses a store
   );
   assert.equal(await memory.getDeadLetter("pi_0001/settle"), null);
 });
+
+Deno.test("a last delivery's drop refuses a store whose deliveries() answers a count as text once its marks are on record, where it reads them back", async () => {
+  // A driver's int8 read as text where a row is, 0 where none is: the look
+  // before the drop reads 0s, and only the read of the drop's own marks
+  // meets the text.
+  const { store, memory } = countsAs((count) =>
+    count === 0 ? 0 : String(count)
+  );
+  await memory.createIntent({
+    id: "pi_0001",
+    state: "authorized",
+    hold: "pending",
+  });
+  const relayer = createRelayer({
+    store,
+    sender: new ScriptedSender({}),
+    policy: { maxDeliveries: 2, jitter: "none" },
+    now: () => 1_000,
+  });
+  await assert.rejects(
+    relayer.deliver({ intentId: "pi_0001", kind: "settle" }, 2, {
+      message: { queue: "qstash", messageId: "msg_1" },
+    }),
+    (error: Error) =>
+      error instanceof TypeError &&
+      error.message.includes(
+        `as the store's deliveries() returned "1", not a count (an integer >= 0): fix the Store's deliveries`,
+      ),
+  );
+});
