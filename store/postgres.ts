@@ -3977,6 +3977,8 @@ function refusedConnection(
     ? `as PostgreSQL has no connection slot left for it (${said}): end idle sessions (see pg_stat_activity), raise that limit, or lower the pool's max; nothing was ${done}, so try again`
     : code === "ECONNREFUSED" && bareRefusal(error)
     ? `as nothing listens at PostgreSQL's host and port (${said}): start the server, or correct the host and port the client connects to; nothing was ${done}, so try again`
+    : failedConnects(error)
+    ? `as no address of PostgreSQL's host took the connection (${said}): start the server, or correct the host and port, or this machine's route to each address; nothing was ${done}, so try again`
     : null;
   if (text === null) return null;
   const refused = Object.assign(
@@ -4002,6 +4004,23 @@ function bareRefusal(error: unknown): boolean {
   return Array.isArray(errors)
     ? errors.length > 0 && errors.every(bare)
     : bare(error);
+}
+
+/**
+ * Whether `error` is `node:net`'s `AggregateError` of a host name's
+ * connects, each failed (`connect <CODE> <address>`) and not all refused:
+ * one address refused, another unreachable, say. Its own message is
+ * empty, so it went out with no words at all; no connection was made, so
+ * nothing was sent.
+ */
+function failedConnects(error: unknown): boolean {
+  const errors = (error as { errors?: unknown }).errors;
+  return Array.isArray(errors) && errors.length > 0 &&
+    errors.every((one: unknown) =>
+      /^connect [A-Z][A-Z0-9_]* \S+$/.test(
+        String((one as { message?: unknown } | null)?.message),
+      )
+    );
 }
 
 /**

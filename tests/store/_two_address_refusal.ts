@@ -8,6 +8,12 @@
  * the suite's flags let a test connect to `127.0.0.1` alone, and `node:net`
  * tries an address once (two copies of `127.0.0.1` are one).
  *
+ * With a second argument, `mixed`, the name resolves to `127.0.0.1` and
+ * then `fe80::1`, a link-local address with no interface named, whose
+ * connect fails at once another way (`EINVAL` on Linux): one address
+ * refused, the other did not say that nothing listens
+ * (`--allow-net=127.0.0.1,[fe80::1]`).
+ *
  * @module
  */
 
@@ -25,6 +31,15 @@ import { PostgresStore } from "../../store/postgres.ts";
  * (this machine's gives `localhost` one address).
  */
 function twoAddressSocket(options: { host: string[]; port: number[] }) {
+  const addresses = Deno.args[1] === "mixed"
+    ? [
+      { address: "127.0.0.1", family: 4 },
+      { address: "fe80::1", family: 6 },
+    ]
+    : [
+      { address: "::1", family: 6 },
+      { address: "127.0.0.1", family: 4 },
+    ];
   return net.connect({
     host: options.host[0]!,
     port: options.port[0]!,
@@ -36,11 +51,7 @@ function twoAddressSocket(options: { host: string[]; port: number[] }) {
         error: null,
         addresses: { address: string; family: number }[],
       ) => void,
-    ) =>
-      done(null, [
-        { address: "::1", family: 6 },
-        { address: "127.0.0.1", family: 4 },
-      ])) as unknown as net.LookupFunction,
+    ) => done(null, addresses)) as unknown as net.LookupFunction,
   });
 }
 

@@ -48,3 +48,45 @@ Deno.test("PostgresStore says a refusal by every address of the host's name (an 
   );
   assert.equal(read.code, "ECONNREFUSED");
 });
+
+Deno.test("PostgresStore says a connect where one address of the host's name refused and another failed otherwise (an AggregateError) as no address taking it, not as nothing listening, nor with no words; a write marked as not written", async () => {
+  const port = await downPort();
+  const { code, stdout, stderr } = await new Deno.Command(Deno.execPath(), {
+    args: [
+      "run",
+      "--no-check",
+      "--allow-read",
+      "--allow-env",
+      "--allow-net=127.0.0.1,[fe80::1]",
+      `${import.meta.dirname}/_two_address_refusal.ts`,
+      String(port),
+      "mixed",
+    ],
+    stdout: "piped",
+    stderr: "piped",
+  }).output();
+  assert.equal(code, 0, new TextDecoder().decode(stderr));
+  const [write, read] = new TextDecoder().decode(stdout).trim().split("\n")
+    .map((line) => JSON.parse(line));
+  // The link-local address's own failure is the system's: EINVAL on Linux.
+  const failed =
+    `\\(AggregateError: connect ECONNREFUSED 127\\.0\\.0\\.1:${port}, connect E[A-Z]+ fe80::1:${port}\\)`;
+  const toDo =
+    "start the server, or correct the host and port, or this machine's route to each address";
+  assert.match(
+    write.message,
+    new RegExp(
+      `^Cannot create intent pi_0001 as no address of PostgreSQL's host took the connection ${failed}: ${toDo}; nothing was written, so try again$`,
+    ),
+  );
+  assert.deepEqual(
+    { cause: write.cause, notWritten: write.notWritten },
+    { cause: "AggregateError", notWritten: true },
+  );
+  assert.match(
+    read.message,
+    new RegExp(
+      `^The store's read failed as no address of PostgreSQL's host took the connection ${failed}: ${toDo}; nothing was read, so try again$`,
+    ),
+  );
+});
