@@ -239,6 +239,19 @@ const SHOWN_FIELD = 64;
  * Sender's object may hold a credential. Never throws, never a stack.
  */
 export function messageOf(error: unknown): string {
+  return messageAt(error, 0);
+}
+
+/**
+ * How deep {@linkcode wordsOf} reads aggregates with no words of their
+ * own: a member's members (a send given to several nodes, each given to
+ * several), no deeper. Beyond, one is said by its name: an aggregate that
+ * holds itself was read without end (twice: without answer).
+ */
+const AGGREGATE_DEPTH = 2;
+
+/** {@linkcode messageOf} of a value met `depth` aggregates down. */
+function messageAt(error: unknown, depth: number): string {
   try {
     if (typeof error === "string") {
       return error.length <= SHOWN_STRING ? error : cutString(error);
@@ -249,7 +262,7 @@ export function messageOf(error: unknown): string {
       const { message } = error as { message?: unknown };
       if (typeof message === "string") {
         return message === "" && error instanceof Error
-          ? wordsOf(error)
+          ? wordsAt(error, depth)
           : message;
       }
       if (error instanceof Error) {
@@ -372,16 +385,23 @@ export function describeError(error: unknown): string {
  * its first members' messages, joined by ", ": where the words are.
  */
 export function wordsOf(error: Error): string {
+  return wordsAt(error, 0);
+}
+
+/** {@linkcode wordsOf} of an error met `depth` aggregates down. */
+function wordsAt(error: Error, depth: number): string {
   const { message } = error;
-  if (typeof message !== "string") return messageOf(error);
+  if (typeof message !== "string") return messageAt(error, depth);
   if (message !== "") return message;
   // A Sender's aggregate may hold anything: what cannot be read says
   // nothing, and never throws from a log line.
   try {
     const errors = (error as { errors?: unknown }).errors;
     if (!Array.isArray(errors)) return "";
+    if (depth >= AGGREGATE_DEPTH) return shortField(error.name) ?? "Error";
     // No more than a log line keeps (300 characters).
-    return errors.slice(0, 16).map(messageOf).join(", ");
+    return errors.slice(0, 16).map((member) => messageAt(member, depth + 1))
+      .join(", ");
   } catch {
     return "";
   }

@@ -6,6 +6,7 @@ import {
   describeError,
   MAX_NESTED,
   MAX_WALKED,
+  messageOf,
 } from "../../policy/_walk.ts";
 import {
   isNotSent,
@@ -292,6 +293,31 @@ Deno.test("describeError() says an AggregateError with no message of its own by 
     },
   });
   assert.equal(describeError(unreadable), "AggregateError: ");
+});
+
+Deno.test("messageOf() and describeError() read an AggregateError that holds itself, or aggregates nested deep, to a bound, at once", () => {
+  // A Sender's aggregate may hold anything, itself too: read without end,
+  // one that held itself twice never answered, and a delivery hung on it.
+  const once = new AggregateError([]);
+  (once.errors as unknown[]).push(once);
+  assert.equal(messageOf(once), "AggregateError");
+  const twice = new AggregateError([]);
+  (twice.errors as unknown[]).push(twice, twice);
+  const four = "AggregateError, AggregateError, AggregateError, AggregateError";
+  assert.equal(messageOf(twice), four);
+  assert.equal(describeError(twice), `AggregateError: ${four}`);
+  // Nested aggregates with no words of their own: a member's members are
+  // read (a send given to several nodes, each given to several), no deeper.
+  const nested = new AggregateError([
+    new AggregateError([new Error("node a: timed out"), new Error("node b")]),
+    new Error("node c"),
+  ]);
+  assert.equal(messageOf(nested), "node a: timed out, node b, node c");
+  let deep: unknown = new Error("the words");
+  for (let i = 0; i < 5; i++) deep = new AggregateError([deep, deep]);
+  const started = performance.now();
+  assert.equal(messageOf(deep), four);
+  assert.ok(performance.now() - started < 100);
 });
 
 Deno.test("describeError() cuts at 300 characters, never inside a surrogate pair", () => {
