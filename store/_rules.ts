@@ -183,6 +183,42 @@ export function countOrThrow(key: string, count: unknown): number {
   );
 }
 
+/** The fields of a `NewIntent`; any other but `version` is a misspelling. */
+const NEW_INTENT_FIELDS: readonly string[] = Object.keys(
+  {
+    id: true,
+    state: true,
+    hold: true,
+    lastBroadcast: true,
+    broadcasting: true,
+    mayHaveSent: true,
+    txHashes: true,
+    settlingSince: true,
+  } satisfies Record<keyof NewIntent, true>,
+);
+
+/**
+ * Refuses a field of `intent` that a new intent does not take: a misspelt
+ * one (`satte`, `hld`) created the intent with the default the caller did
+ * not mean, a created intent or one with no hold. Named (its first 40
+ * characters), never its value. An intent's `version`, as a read returns
+ * it, is ignored: an intent read from one store and created in another
+ * carries it, and the new intent has a version of its own.
+ */
+function checkNewIntentFields(intent: object): void {
+  for (const name of Object.keys(intent)) {
+    if (name === "version" || NEW_INTENT_FIELDS.includes(name)) continue;
+    const id = (intent as { id?: unknown }).id;
+    throw new TypeError(
+      `Cannot create intent${isIntentId(id) ? ` ${id}` : ""} as ${
+        JSON.stringify(name.slice(0, 40))
+      } is not a field of a new intent (${
+        NEW_INTENT_FIELDS.join(", ")
+      }; the version of an intent read is ignored): check its spelling`,
+    );
+  }
+}
+
 /** Checks the fields of a new intent and fills in the defaults. */
 export function newIntentRecord(intent: NewIntent): IntentRecord {
   if (typeof intent !== "object" || intent === null) {
@@ -192,6 +228,7 @@ export function newIntentRecord(intent: NewIntent): IntentRecord {
       }`,
     );
   }
+  checkNewIntentFields(intent);
   if (!isIntentId(intent.id)) {
     throw new TypeError(
       `Cannot create intent as 'id' must be ${INTENT_ID_RULE}: current value is ${

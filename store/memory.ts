@@ -274,7 +274,8 @@ export class MemoryStore implements Store {
    * @param intent The intent's fields.
    * @returns The intent as stored.
    * @throws {ConflictError} If an intent with that id exists.
-   * @throws {TypeError} If a field is invalid.
+   * @throws {TypeError} If a field is invalid or one a new intent does not
+   * take (a misspelling; an intent's `version` is ignored).
    */
   createIntent(intent: NewIntent): Promise<Intent> {
     return attempt(() => {

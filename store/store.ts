@@ -122,7 +122,10 @@ export interface Intent {
 }
 
 /**
- * The fields of a new intent (setup and admin).
+ * The fields of a new intent (setup and admin). `createIntent` refuses any
+ * other with a `TypeError` naming it (`"satte" is not a field of a new
+ * intent (id, state, …)`), but for `version`: an intent as read, passed
+ * back (a copy into another store), is taken, with a version of its own.
  *
  * @example Import an intent mid-flight
  * ```ts
@@ -597,9 +600,11 @@ export interface Store {
    * Creates an intent (setup and admin).
    *
    * @throws {ConflictError} If an intent with that id exists.
-   * @throws {TypeError} If a field is invalid, or the record contradicts
-   * itself about what may have left (see {@linkcode NewIntent.mayHaveSent})
-   * or about its hold: a `failed` intent whose hold is `pending` or
+   * @throws {TypeError} If a field is invalid or not one of
+   * {@linkcode NewIntent}'s (a misspelt `satte` would leave the intent
+   * `created`; an intent's `version`, as read, is ignored), or the record
+   * contradicts itself about what may have left (see
+   * {@linkcode NewIntent.mayHaveSent}) or about its hold: a `failed` intent whose hold is `pending` or
    * `captured`, a `settled` one whose hold is `voided` (see
    * {@linkcode NewIntent.hold}).
    */

@@ -702,7 +702,7 @@ export function storeContract(
     assert.equal(await store.getIntent("pi_missing"), null);
   });
 
-  test("refuses to create an intent twice, or with a bad id or state", async (store) => {
+  test("refuses to create an intent twice, or with a bad id or state, or a field it does not take", async (store) => {
     await store.createIntent({ id: "pi_1" });
     await assert.rejects(
       store.createIntent({ id: "pi_1" }),
@@ -731,6 +731,47 @@ export function storeContract(
     await assert.rejects(
       store.createIntent({ id: "pi_3", state: "settling" }),
       /without a finite 'settlingSince'/,
+    );
+    // A misspelt field (an import script's typo) would create the intent
+    // with its default: `satte` a created intent, `hld` one with no hold.
+    // Named, never its value, with the fields taken; nothing is written.
+    for (
+      const [intent, field] of [
+        [{ id: "pi_5", satte: "authorized" }, "satte"],
+        [{ id: "pi_5", state: "authorized", hld: "voided" }, "hld"],
+        [{
+          id: "pi_5",
+          state: "settling",
+          settlingSince: 0,
+          mayHavesent: false,
+        }, "mayHavesent"],
+        [{ id: "pi_5", ["x".repeat(50)]: "secret" }, "x".repeat(40)],
+      ] as const
+    ) {
+      await assert.rejects(
+        store.createIntent(intent as never),
+        (error: Error) => {
+          assert.ok(error instanceof TypeError, String(error));
+          assert.equal(
+            error.message,
+            `Cannot create intent pi_5 as "${field}" is not a field of a new intent (id, state, hold, lastBroadcast, broadcasting, mayHaveSent, txHashes, settlingSince; the version of an intent read is ignored): check its spelling`,
+          );
+          return true;
+        },
+      );
+    }
+    assert.equal(await store.getIntent("pi_5"), null);
+    // An intent as read, passed back (a copy to another store) is taken:
+    // its version is the read's, and the new intent has its own.
+    const read = await store.createIntent({
+      id: "pi_6",
+      state: "authorized",
+      hold: "pending",
+    });
+    const copy = await store.createIntent({ ...read, id: "pi_7" });
+    assert.deepEqual(
+      [copy.state, copy.hold, copy.mayHaveSent, typeof copy.version],
+      ["authorized", "pending", false, "string"],
     );
   });
 

@@ -263,6 +263,11 @@ const MUTANTS: Record<string, Mutant> = {
     find: '    state === "created" &&\n    (record.mayHaveSent',
     replace: "    false &&\n    (record.mayHaveSent",
   },
+  "creates an intent with a misspelt field left at its default": {
+    file: "_rules.ts",
+    find: "  checkNewIntentFields(intent);\n",
+    replace: "",
+  },
   "releases a lease another owner holds": {
     file: "memory.ts",
     find: "if (this.#leases.get(intentId)?.owner === owner) {",
