@@ -41,7 +41,10 @@
  *   locked" when the other wrote between the commit's reads of its checks
  *   and its first write: SQLite's SQLITE_BUSY, which Deno KV's own retry
  *   loop does not catch there. Nothing of it was written, so the group is
- *   committed again, as it is, after a short wait (for up to about 5 s);
+ *   committed again, as it is, after a short wait (for up to about 5 s).
+ *   Still locked then (a program holds a write transaction open on the
+ *   file), every operation of the group gets that error, marked as
+ *   nothing written, with no halving;
  * - a SQLite file whose disk is full, or that this process can only
  *   read, refuses the commit and rolls it back ("database or disk is
  *   full", "Can not write to a read-only database."): nothing of it was
@@ -346,7 +349,8 @@ export class GroupCommit {
   /**
    * Commits the group's operations as one atomic, again while a SQLite
    * file another handle writes answers "database is locked" (nothing
-   * written): {@linkcode whileLocked}'s tries, then that error.
+   * written): {@linkcode whileLocked}'s tries, then that error, marked as
+   * nothing written.
    */
   async #commit(
     group: readonly Op[],
@@ -357,7 +361,8 @@ export class GroupCommit {
         (attempt === 1 ? atomic : this.#build(group)).commit()
       );
     } catch (error) {
-      throw fileRefusal(error) ?? damagedFile(error, "write") ?? error;
+      throw fileRefusal(error) ?? damagedFile(error, "write") ??
+        (isLocked(error) ? notWritten(error) : error);
     }
   }
 
@@ -414,9 +419,15 @@ export async function whileLocked<T>(
 /**
  * Whether Deno KV refused a commit as its SQLite file was locked by
  * another handle (SQLITE_BUSY): a `TypeError` "database is locked",
- * raised before the commit wrote anything.
+ * raised before the commit wrote anything. denokv's SQLite back-end runs
+ * the commit in a deferred transaction: its checks read, then its first
+ * write (the bump of the data version) asks for the write lock, and only
+ * that step can meet SQLITE_BUSY (a transaction that holds the lock is
+ * never refused it again). The statement refused writes nothing, and
+ * denokv answers the commit with that error without writing the rest, so
+ * nothing of it landed.
  */
-function isLocked(error: unknown): boolean {
+function isLocked(error: unknown): error is TypeError {
   return error instanceof TypeError &&
     /^database is locked\b/.test(error.message);
 }

@@ -1,0 +1,111 @@
+/**
+ * KvStore on a SQLite file another program holds a write transaction on
+ * (`sqlite3` with `BEGIN IMMEDIATE` and a write left open, a backup
+ * tool): every commit meets SQLITE_BUSY, "database is locked", which
+ * Deno KV's SQLite back-end answers from the first write of its deferred
+ * transaction, before anything of the commit is written. Once the
+ * store's tries run out (about 5 s), an operator's write answers 503
+ * "was not written": nothing changed, which holds once the lock is gone,
+ * and the same write then lands.
+ *
+ * The lock is taken through `node:sqlite`, as another program would, and
+ * each request runs on its own handle, so all of them wait out one lock
+ * of about 5 s at once.
+ *
+ * @module
+ */
+
+import assert from "node:assert/strict";
+import { DatabaseSync } from "node:sqlite";
+import { KvStore } from "../../store/kv.ts";
+import { countingApp, NOW, OPS, STACK } from "../webhook/_app.ts";
+
+const NOT_WRITTEN =
+  /was not written \(the relayer's log says why\): nothing changed; try again\.$/;
+
+Deno.test("createApp() over KvStore on a file another program holds locked: an operator's write answers 503 that it was not written, nothing changed once the lock is gone", async () => {
+  const dir = await Deno.makeTempDir({ prefix: "relayer_kv_locked_" });
+  const path = `${dir}/relayer.kv`;
+  const handles: Deno.Kv[] = [];
+  const open = async () => {
+    const kv = await Deno.openKv(path);
+    handles.push(kv);
+    return new KvStore(kv);
+  };
+  let db: DatabaseSync | undefined;
+  try {
+    const seed = await open();
+    const settling = await seed.createIntent({
+      id: "pi_0002",
+      state: "settling",
+      hold: "pending",
+      settlingSince: 0,
+    });
+    const review = await seed.transition("pi_0002", {
+      from: "settling",
+      to: "needs_review",
+      version: settling.version,
+      at: 1,
+    });
+    // One handle per request: each waits out the lock at once.
+    const creating = countingApp(await open(), () => NOW);
+    const resolving = countingApp(await open(), () => NOW);
+    const headers = {
+      authorization: `Bearer ${OPS}`,
+      "content-type": "application/json",
+    };
+    const create = () =>
+      creating.app.request("/v1/intents", {
+        method: "POST",
+        headers,
+        body: '{"id":"pi_0003","state":"authorized"}',
+      });
+
+    db = new DatabaseSync(path);
+    db.exec("BEGIN IMMEDIATE; UPDATE kv SET v = v");
+    const [created, resolved] = await Promise.all([
+      create(),
+      resolving.app.request("/v1/intents/pi_0002/resolve", {
+        method: "POST",
+        headers,
+        body: JSON.stringify({ to: "settled", version: review.version }),
+      }),
+    ]);
+    db.exec("ROLLBACK");
+    db.close();
+
+    for (
+      const [what, res] of [["create", created], ["resolve", resolved]] as const
+    ) {
+      assert.equal(res.status, 503, what);
+      const problem = await res.json();
+      assert.equal(problem.type, "urn:relayer:problem:store-failed");
+      assert.match(problem.detail, NOT_WRITTEN, `${what}: ${problem.detail}`);
+    }
+    const lines = [...creating.lines, ...resolving.lines];
+    for (const line of lines) assert.doesNotMatch(line, STACK);
+    assert.ok(
+      lines.some((line) =>
+        /creation of intent pi_0003 failed: .*database is locked/.test(line)
+      ),
+      lines.join("\n"),
+    );
+
+    // Nothing changed, read on a fresh handle.
+    const fresh = await open();
+    assert.equal(await fresh.getIntent("pi_0003"), null);
+    assert.deepEqual(await fresh.getIntent("pi_0002"), review);
+    // The lock gone, the same write on the same handle lands.
+    const again = await create();
+    assert.equal(again.status, 201, await again.clone().text());
+    await again.body?.cancel();
+    assert.equal((await fresh.getIntent("pi_0003"))?.state, "authorized");
+  } finally {
+    if (db?.isOpen) {
+      db.exec("ROLLBACK");
+      db.close();
+    }
+    for (const kv of handles) kv.close();
+    await Deno.remove(dir, { recursive: true });
+  }
+});
