@@ -17,7 +17,8 @@
 
 import assert from "node:assert/strict";
 import { DatabaseSync } from "node:sqlite";
-import { KvStore } from "../../store/kv.ts";
+import { type KvAtomic, type KvLike, KvStore } from "../../store/kv.ts";
+import { isNotWritten } from "../../store/_not_written.ts";
 import { countingApp, NOW, OPS, STACK } from "../webhook/_app.ts";
 
 const NOT_WRITTEN =
@@ -106,6 +107,79 @@ Deno.test("createApp() over KvStore on a file another program holds locked: an o
       db.close();
     }
     for (const kv of handles) kv.close();
+    await Deno.remove(dir, { recursive: true });
+  }
+});
+
+Deno.test("KvStore: writes that wait behind a commit and meet a file another program holds locked, as one group, each get the locked error marked as nothing written, the group never halved", async () => {
+  const dir = await Deno.makeTempDir({ prefix: "relayer_kv_locked_" });
+  const path = `${dir}/relayer.kv`;
+  const kv = await Deno.openKv(path);
+  let db: DatabaseSync | undefined;
+  // The first commit is held until `release()`, and takes the lock once it
+  // landed: the writes queued behind it go out as one group, into the lock.
+  let release!: () => void;
+  const held = new Promise<void>((resolve) => release = resolve);
+  let commits = 0;
+  const lockedSizes: number[] = [];
+  const gated: KvLike = {
+    getMany: (keys) => kv.getMany(keys),
+    list: (selector, options) => kv.list(selector, options),
+    atomic(): KvAtomic {
+      const atomic = kv.atomic();
+      const set = atomic.set.bind(atomic);
+      let sets = 0;
+      atomic.set = (...args: Parameters<typeof set>) => (sets++, set(...args));
+      const commit = atomic.commit.bind(atomic);
+      atomic.commit = async () => {
+        const n = ++commits;
+        if (n === 1) await held;
+        if (db !== undefined) lockedSizes.push(sets);
+        const result = await commit();
+        if (n === 1) {
+          db = new DatabaseSync(path);
+          db.exec("BEGIN IMMEDIATE; UPDATE kv SET v = v");
+        }
+        return result;
+      };
+      return atomic;
+    },
+  };
+  try {
+    const store = new KvStore(gated);
+    const first = store.createIntent({ id: "pi_1", state: "created" });
+    const queued = ["pi_2", "pi_3", "pi_4"].map((id) =>
+      store.createIntent({ id, state: "created" })
+    );
+    release();
+    await first;
+    const answers = await Promise.allSettled(queued);
+    db!.exec("ROLLBACK");
+    db!.close();
+    for (const answer of answers) {
+      assert.equal(answer.status, "rejected");
+      const error = (answer as PromiseRejectedResult).reason;
+      assert.match(String(error), /^TypeError: database is locked\b/);
+      assert.equal(isNotWritten(error), true, String(error));
+    }
+    // Every try carried the whole group: never a half, never one alone.
+    assert.ok(lockedSizes.length > 1, `${lockedSizes.length} tries`);
+    assert.deepEqual(
+      new Set(lockedSizes),
+      new Set([lockedSizes[0]]),
+      `sets per commit: ${[...new Set(lockedSizes)].join(", ")}`,
+    );
+    assert.equal(lockedSizes[0]! % 3, 0);
+    for (const id of ["pi_2", "pi_3", "pi_4"]) {
+      assert.equal(await store.getIntent(id), null, id);
+    }
+    assert.equal((await store.getIntent("pi_1"))?.state, "created");
+  } finally {
+    if (db?.isOpen) {
+      db.exec("ROLLBACK");
+      db.close();
+    }
+    kv.close();
     await Deno.remove(dir, { recursive: true });
   }
 });
