@@ -10,24 +10,46 @@
 import assert from "node:assert/strict";
 import { downPort } from "./_down_port.ts";
 
-Deno.test("PostgresStore says a refusal by every address of the host's name (an AggregateError) as nothing listening at that host and port, a write marked as not written; a read alike", async () => {
-  const port = await downPort();
+/** What a call met: its error's message, code, cause's name and mark. */
+type Met = {
+  message: string;
+  code?: string;
+  cause?: string;
+  notWritten?: boolean;
+};
+
+/**
+ * What a write and a read of `_two_address_refusal.ts` met on `port`, run
+ * in a process of its own that may reach 127.0.0.1 and `other` (the run's
+ * flags allow 127.0.0.1 alone), its lookup given as `mode` says.
+ */
+async function refusalsOn(
+  port: number,
+  other: string,
+  mode?: "mixed",
+): Promise<[Met, Met]> {
   const { code, stdout, stderr } = await new Deno.Command(Deno.execPath(), {
     args: [
       "run",
       "--no-check",
       "--allow-read",
       "--allow-env",
-      "--allow-net=127.0.0.1,[::1]",
+      `--allow-net=127.0.0.1,${other}`,
       `${import.meta.dirname}/_two_address_refusal.ts`,
       String(port),
+      ...(mode === undefined ? [] : [mode]),
     ],
     stdout: "piped",
     stderr: "piped",
   }).output();
   assert.equal(code, 0, new TextDecoder().decode(stderr));
-  const [write, read] = new TextDecoder().decode(stdout).trim().split("\n")
-    .map((line) => JSON.parse(line));
+  return new TextDecoder().decode(stdout).trim().split("\n")
+    .map((line) => JSON.parse(line)) as [Met, Met];
+}
+
+Deno.test("PostgresStore says a refusal by every address of the host's name (an AggregateError) as nothing listening at that host and port, a write marked as not written; a read alike", async () => {
+  const port = await downPort();
+  const [write, read] = await refusalsOn(port, "[::1]");
   const refused =
     `\\(AggregateError: connect ECONNREFUSED ::1:${port}, connect ECONNREFUSED 127\\.0\\.0\\.1:${port}\\)`;
   assert.match(
@@ -51,23 +73,7 @@ Deno.test("PostgresStore says a refusal by every address of the host's name (an 
 
 Deno.test("PostgresStore says a connect where one address of the host's name refused and another failed otherwise (an AggregateError) as no address taking it, not as nothing listening, nor with no words; a write marked as not written", async () => {
   const port = await downPort();
-  const { code, stdout, stderr } = await new Deno.Command(Deno.execPath(), {
-    args: [
-      "run",
-      "--no-check",
-      "--allow-read",
-      "--allow-env",
-      "--allow-net=127.0.0.1,[fe80::1]",
-      `${import.meta.dirname}/_two_address_refusal.ts`,
-      String(port),
-      "mixed",
-    ],
-    stdout: "piped",
-    stderr: "piped",
-  }).output();
-  assert.equal(code, 0, new TextDecoder().decode(stderr));
-  const [write, read] = new TextDecoder().decode(stdout).trim().split("\n")
-    .map((line) => JSON.parse(line));
+  const [write, read] = await refusalsOn(port, "[fe80::1]", "mixed");
   // The link-local address's own failure is the system's: EINVAL on Linux.
   const failed =
     `\\(AggregateError: connect ECONNREFUSED 127\\.0\\.0\\.1:${port}, connect E[A-Z]+ fe80::1:${port}\\)`;
