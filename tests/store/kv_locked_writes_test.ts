@@ -8,18 +8,59 @@
  * "was not written": nothing changed, which holds once the lock is gone,
  * and the same write then lands.
  *
- * The lock is taken through `node:sqlite`, as another program would, and
- * each request runs on its own handle, so all of them wait out one lock
- * of about 5 s at once.
+ * The lock is taken by another program, as in the field: a process of its
+ * own holding it through `node:sqlite` (two SQLite handles of one process
+ * do not meet as two programs do), and each request runs on its own
+ * handle, so all of them wait out one lock of about 5 s at once.
  *
  * @module
  */
 
 import assert from "node:assert/strict";
-import { DatabaseSync } from "node:sqlite";
 import { type KvAtomic, type KvLike, KvStore } from "../../store/kv.ts";
 import { isNotWritten } from "../../store/_not_written.ts";
 import { countingApp, NOW, OPS, STACK } from "../webhook/_app.ts";
+
+/**
+ * Holds a write transaction open on the SQLite file at `path` from a
+ * process of its own (`BEGIN IMMEDIATE` and a write, as `sqlite3` would),
+ * once it answers; `release()` rolls it back and ends the process.
+ */
+async function lockedBy(path: string): Promise<{ release(): Promise<void> }> {
+  const child = new Deno.Command(Deno.execPath(), {
+    args: [
+      "eval",
+      `import { DatabaseSync } from "node:sqlite";
+const db = new DatabaseSync(${JSON.stringify(path)});
+db.exec("BEGIN IMMEDIATE; UPDATE kv SET v = v");
+console.log("locked");
+for await (const _ of Deno.stdin.readable);
+db.exec("ROLLBACK");
+db.close();`,
+    ],
+    stdin: "piped",
+    stdout: "piped",
+    stderr: "inherit",
+  }).spawn();
+  const reader = child.stdout.pipeThrough(new TextDecoderStream()).getReader();
+  let said = "";
+  while (!said.includes("locked\n")) {
+    const { value, done } = await reader.read();
+    if (done) throw new Error(`the locking process ended first: ${said}`);
+    said += value;
+  }
+  reader.releaseLock();
+  let released: Promise<void> | undefined;
+  return {
+    release: () =>
+      released ??= (async () => {
+        await child.stdin.close();
+        const { code } = await child.status;
+        await child.stdout.cancel().catch(() => {});
+        assert.equal(code, 0, "the locking process failed to roll back");
+      })(),
+  };
+}
 
 const NOT_WRITTEN =
   /was not written \(the relayer's log says why\): nothing changed; try again\.$/;
@@ -33,7 +74,7 @@ Deno.test("createApp() over KvStore on a file another program holds locked: an o
     handles.push(kv);
     return new KvStore(kv);
   };
-  let db: DatabaseSync | undefined;
+  let lock: { release(): Promise<void> } | undefined;
   try {
     const seed = await open();
     const settling = await seed.createIntent({
@@ -62,8 +103,7 @@ Deno.test("createApp() over KvStore on a file another program holds locked: an o
         body: '{"id":"pi_0003","state":"authorized"}',
       });
 
-    db = new DatabaseSync(path);
-    db.exec("BEGIN IMMEDIATE; UPDATE kv SET v = v");
+    lock = await lockedBy(path);
     const [created, resolved] = await Promise.all([
       create(),
       resolving.app.request("/v1/intents/pi_0002/resolve", {
@@ -72,8 +112,7 @@ Deno.test("createApp() over KvStore on a file another program holds locked: an o
         body: JSON.stringify({ to: "settled", version: review.version }),
       }),
     ]);
-    db.exec("ROLLBACK");
-    db.close();
+    await lock.release();
 
     for (
       const [what, res] of [["create", created], ["resolve", resolved]] as const
@@ -102,10 +141,7 @@ Deno.test("createApp() over KvStore on a file another program holds locked: an o
     await again.body?.cancel();
     assert.equal((await fresh.getIntent("pi_0003"))?.state, "authorized");
   } finally {
-    if (db?.isOpen) {
-      db.exec("ROLLBACK");
-      db.close();
-    }
+    await lock?.release();
     for (const kv of handles) kv.close();
     await Deno.remove(dir, { recursive: true });
   }
@@ -115,7 +151,7 @@ Deno.test("KvStore: writes that wait behind a commit and meet a file another pro
   const dir = await Deno.makeTempDir({ prefix: "relayer_kv_locked_" });
   const path = `${dir}/relayer.kv`;
   const kv = await Deno.openKv(path);
-  let db: DatabaseSync | undefined;
+  let lock: { release(): Promise<void> } | undefined;
   // The first commit is held until `release()`, and takes the lock once it
   // landed: the writes queued behind it go out as one group, into the lock.
   let release!: () => void;
@@ -134,12 +170,9 @@ Deno.test("KvStore: writes that wait behind a commit and meet a file another pro
       atomic.commit = async () => {
         const n = ++commits;
         if (n === 1) await held;
-        if (db !== undefined) lockedSizes.push(sets);
+        if (lock !== undefined) lockedSizes.push(sets);
         const result = await commit();
-        if (n === 1) {
-          db = new DatabaseSync(path);
-          db.exec("BEGIN IMMEDIATE; UPDATE kv SET v = v");
-        }
+        if (n === 1) lock = await lockedBy(path);
         return result;
       };
       return atomic;
@@ -154,8 +187,7 @@ Deno.test("KvStore: writes that wait behind a commit and meet a file another pro
     release();
     await first;
     const answers = await Promise.allSettled(queued);
-    db!.exec("ROLLBACK");
-    db!.close();
+    await lock!.release();
     for (const answer of answers) {
       assert.equal(answer.status, "rejected");
       const error = (answer as PromiseRejectedResult).reason;
@@ -175,10 +207,7 @@ Deno.test("KvStore: writes that wait behind a commit and meet a file another pro
     }
     assert.equal((await store.getIntent("pi_1"))?.state, "created");
   } finally {
-    if (db?.isOpen) {
-      db.exec("ROLLBACK");
-      db.close();
-    }
+    await lock?.release();
     kv.close();
     await Deno.remove(dir, { recursive: true });
   }
