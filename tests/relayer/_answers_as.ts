@@ -54,3 +54,20 @@ export function opsAppOver(store: Store): {
   });
   return { app, lines };
 }
+
+/**
+ * `GET /v1/intents/pi_0001` on an app over `store` (pi_0001 made
+ * authorized in `memory` first): its status, its body and the lines
+ * logged.
+ */
+export async function readIntentOver(
+  store: Store,
+  memory: MemoryStore,
+): Promise<{ status: number; body: string; lines: string[] }> {
+  await memory.createIntent({ id: "pi_0001", state: "authorized" });
+  const { app, lines } = opsAppOver(store);
+  const answer = await app.request("/v1/intents/pi_0001", {
+    headers: { authorization: `Bearer ${OPS_TOKEN}` },
+  });
+  return { status: answer.status, body: await answer.text(), lines };
+}

@@ -14,7 +14,12 @@ import {
   letterOrNull,
   writtenIntent,
 } from "../../store/_rules.ts";
-import { answersAs, OPS_TOKEN, opsAppOver } from "./_answers_as.ts";
+import {
+  answersAs,
+  OPS_TOKEN,
+  opsAppOver,
+  readIntentOver,
+} from "./_answers_as.ts";
 
 const job = { intentId: "pi_0001", kind: "settle" } as const;
 
@@ -144,13 +149,8 @@ Deno.test("redrive() and discard() name a store's getDeadLetter() that answers u
 
 Deno.test("GET /v1/intents/:id answers 503 for a store's getDeadLetter() that answers undefined, not an intent with no word of its letter", async () => {
   const { store, memory } = lettersAsMap();
-  await memory.createIntent({ id: "pi_0001", state: "authorized" });
-  const { app, lines } = opsAppOver(store);
-  const answer = await app.request("/v1/intents/pi_0001", {
-    headers: { authorization: `Bearer ${OPS_TOKEN}` },
-  });
-  const body = await answer.text();
-  assert.equal(answer.status, 503, body);
+  const { status, body, lines } = await readIntentOver(store, memory);
+  assert.equal(status, 503, body);
   assert.ok(lines.some((line) => line.includes(NO_LETTER)), lines.join("\n"));
 });
 

@@ -12,11 +12,27 @@ import assert from "node:assert/strict";
 import { createRelayer, MemoryStore, ScriptedSender } from "../../mod.ts";
 import { BusyError } from "../../store/busy_error.ts";
 import { genericRequest, makeApp } from "../webhook/_app.ts";
-import { answersAs, OPS_TOKEN, opsAppOver } from "./_answers_as.ts";
+import {
+  answersAs,
+  OPS_TOKEN,
+  opsAppOver,
+  readIntentOver,
+} from "./_answers_as.ts";
 
 /** A MemoryStore whose `deliveries()` answers each count through `as`. */
 function countsAs(as: (count: number) => unknown) {
   return answersAs("deliveries", as);
+}
+
+/** {@linkcode countsAs}, with pi_0001 authorized and its hold pending. */
+async function countsAsOnHold(as: (count: number) => unknown) {
+  const made = countsAs(as);
+  await made.memory.createIntent({
+    id: "pi_0001",
+    state: "authorized",
+    hold: "pending",
+  });
+  return made;
 }
 
 const FORMS = [
@@ -29,12 +45,7 @@ const FORMS = [
 
 for (const [as, shown] of FORMS) {
   Deno.test(`giveUp() refuses a store whose deliveries() answers ${shown}, naming it, before it resolves anything`, async () => {
-    const { store, memory } = countsAs(as);
-    await memory.createIntent({
-      id: "pi_0001",
-      state: "authorized",
-      hold: "pending",
-    });
+    const { store, memory } = await countsAsOnHold(as);
     const relayer = createRelayer({
       store,
       sender: new ScriptedSender({}),
@@ -56,13 +67,8 @@ for (const [as, shown] of FORMS) {
 
   Deno.test(`GET /v1/intents/:id answers 503 and logs a store whose deliveries() answers ${shown}, not the count as it came`, async () => {
     const { store, memory } = countsAs(as);
-    await memory.createIntent({ id: "pi_0001", state: "authorized" });
-    const { app, lines } = opsAppOver(store);
-    const answer = await app.request("/v1/intents/pi_0001", {
-      headers: { authorization: `Bearer ${OPS_TOKEN}` },
-    });
-    const body = await answer.text();
-    assert.equal(answer.status, 503, body);
+    const { status, body, lines } = await readIntentOver(store, memory);
+    assert.equal(status, 503, body);
     assert.ok(
       lines.some((line) =>
         line.includes(`the store's deliveries() returned ${shown}`)
@@ -145,14 +151,9 @@ Deno.test("a last delivery's drop refuses a store whose deliveries() answers a c
   // A driver's int8 read as text where a row is, 0 where none is: the look
   // before the drop reads 0s, and only the read of the drop's own marks
   // meets the text.
-  const { store, memory } = countsAs((count) =>
+  const { store } = await countsAsOnHold((count) =>
     count === 0 ? 0 : String(count)
   );
-  await memory.createIntent({
-    id: "pi_0001",
-    state: "authorized",
-    hold: "pending",
-  });
   const relayer = createRelayer({
     store,
     sender: new ScriptedSender({}),
