@@ -60,6 +60,9 @@ export function writeAheadsSeen(
       }
       seen.set(key, first);
     }
-    return Math.max(0, Math.ceil(first + ms - furthest));
+    // The time passed first, then the bound less it: (first + ms) −
+    // furthest rounds in floating point (30,000.000000000004 at some
+    // readings) and would ask for a millisecond, and a second, more.
+    return Math.max(0, Math.ceil(ms - (furthest - first)));
   };
 }

@@ -37,6 +37,18 @@ Deno.test("writeAheadsSeen counts a wait from the first sight of each write-ahea
   assert.equal(fine("pi_1", 5, 30_000), 1);
 });
 
+Deno.test("writeAheadsSeen's first sight of a write-ahead waits the whole bound at any reading of the clock, not a millisecond more by rounding", () => {
+  // performance.now() has fractions of a millisecond: (3379.35… + 30,000)
+  // − 3379.35… is 30,000.000000000004 in floating point, which rounded up
+  // to 30,001 ms and answered Retry-After: 31 one time in thirty.
+  for (
+    const at of [3379.3526472374324, 39933.32769698643, 110998.90108010957]
+  ) {
+    const left = writeAheadsSeen(() => at);
+    assert.equal(left("pi_1", 5, 30_000), 30_000, `at ${at}`);
+  }
+});
+
 Deno.test("writeAheadsSeen keeps the 10,000 write-aheads seen last: the oldest forgotten is waited for again, the others are not", () => {
   let mono = 0;
   const left = writeAheadsSeen(() => mono);
