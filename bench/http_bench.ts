@@ -548,24 +548,26 @@ async function startProfile(port: number): Promise<() => Promise<string>> {
 
 /**
  * Commits/s of a bare Deno KV on a SQLite file, `connections` commits in
- * flight, for 2 s each: one small `set` per commit (the ceiling); then a
+ * flight, for 2 s each (or a row's `--seconds`, if shorter): one small
+ * `set` per commit (the ceiling); then a
  * read of 4 keys before each checked commit, the shape of a delivery's
  * look and write (`pairs`: read-and-commit pairs per second).
  */
 async function commitRate(): Promise<{ commits: number; pairs: number }> {
   const dir = await kvTempDir();
   const kv = await Deno.openKv(`${dir}/rate.kv`);
+  const ms = Math.min(2000, seconds * 1000);
   const commits = await perSecond(connections, async (worker, i) => {
     await kv.atomic().set(["rate", worker, i], { at: i }).commit();
     return 1;
-  });
+  }, ms);
   const pairs = await perSecond(connections, async (worker, i) => {
     const key = ["pair", worker, i];
     await kv.getMany([key, ["rate", worker, i], ["rate", worker, 0], ["x"]]);
     await kv.atomic().check({ key, versionstamp: null }).set(key, { at: i })
       .commit();
     return 1;
-  });
+  }, ms);
   kv.close();
   await Deno.remove(dir, { recursive: true });
   return { commits, pairs };
