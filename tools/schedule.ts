@@ -1533,25 +1533,63 @@ export function parseFlags(args: readonly string[]): Flags {
   };
 }
 
-if (import.meta.main) {
+/** Where {@linkcode main} prints: a line at a time, as `console.log` would. */
+export interface ScheduleOutput {
+  /** Prints `line` and a newline to stdout. */
+  out(line: string): void;
+  /** Prints `line` and a newline to stderr. */
+  err(line: string): void;
+}
+
+/**
+ * The command line: reads `args`, prints the schedule (or the usage, or
+ * what was wrong) through `output`, writes `--svg`'s chart, and returns
+ * the exit code: 0 when the window outlasts stuck-after and the queue
+ * lets it run, 1 when not, 2 on a bad flag or a chart it cannot write.
+ *
+ * @param args The arguments, without the program (`Deno.args`).
+ * @param output Where it prints; the console unless given.
+ * @returns The exit code.
+ *
+ * @example The default schedule, printed to a string
+ * ```ts
+ * import { main } from "./schedule.ts";
+ * import assert from "node:assert/strict";
+ *
+ * let stdout = "";
+ * const code = await main([], {
+ *   out: (line) => stdout += `${line}\n`,
+ *   err: () => {},
+ * });
+ * assert.equal(code, 0);
+ * assert.match(stdout, /^#10 +poisoned +-$/m);
+ * ```
+ */
+export async function main(
+  args: readonly string[],
+  output: ScheduleOutput = {
+    out: (line) => console.log(line),
+    err: (line) => console.error(line),
+  },
+): Promise<number> {
   let flags: Flags;
   try {
-    flags = parseFlags(Deno.args);
+    flags = parseFlags(args);
   } catch (error) {
     if (!(error instanceof UsageError)) throw error;
-    console.error(`schedule: ${error.message}`);
-    Deno.exit(2);
+    output.err(`schedule: ${error.message}`);
+    return 2;
   }
   if (flags.help) {
-    console.log(USAGE.trimEnd());
-    Deno.exit(0);
+    output.out(USAGE.trimEnd());
+    return 0;
   }
   const s = schedule(flags.policy, flags.queue, {
     clockSkewMs: flags.clockSkewMs,
   });
-  console.log(formatSchedule(s).trimEnd());
+  output.out(formatSchedule(s).trimEnd());
   const retention = cloudflareRetentionVerdict(flags);
-  if (retention !== undefined) console.log(retention.line);
+  if (retention !== undefined) output.out(retention.line);
   if (flags.svg !== undefined) {
     try {
       await Deno.writeTextFile(flags.svg, scheduleSvg(s));
@@ -1562,17 +1600,17 @@ if (import.meta.main) {
         : error instanceof Error
         ? error.message
         : String(error);
-      console.error(
+      output.err(
         `schedule: --svg cannot write ${JSON.stringify(flags.svg)}: ${reason}`,
       );
-      Deno.exit(2);
+      return 2;
     }
-    console.error(`schedule: wrote ${flags.svg}`);
+    output.err(`schedule: wrote ${flags.svg}`);
   }
-  Deno.exit(
-    s.outlasts && !s.stopsEarly && s.ownTooShortMs === undefined &&
+  return s.outlasts && !s.stopsEarly && s.ownTooShortMs === undefined &&
       s.retentionNeedMs === undefined && retention?.refusal === undefined
-      ? 0
-      : 1,
-  );
+    ? 0
+    : 1;
 }
+
+if (import.meta.main) Deno.exit(await main(Deno.args));

@@ -39,7 +39,7 @@ import {
   pubsubAckDeadline,
 } from "../../webhook/config.ts";
 import { catches, runs } from "../_fc.ts";
-import { runSchedule } from "./_schedule_cli.ts";
+import { runSchedule, scheduleSession } from "./_schedule_cli.ts";
 import { count, marks } from "../_svg.ts";
 
 const root = new URL("../../", import.meta.url);
@@ -616,6 +616,7 @@ Deno.test("formatSchedule() under QStash with 4 retries ends where the queue giv
 });
 
 Deno.test("schedule() under QStash stops early where the failure callback's retries cannot outlast a give-up busy behind a lease, as loadConfig() refuses it", async () => {
+  await using session = scheduleSession();
   const policy = {
     maxDeliveries: 2,
     baseMs: 120_000,
@@ -658,17 +659,20 @@ Deno.test("schedule() under QStash stops early where the failure callback's retr
     "--stuck-after=1m",
     "--queue=qstash",
   ];
-  assert.equal((await run([...flags, "--retries=1"])).code, 1);
-  assert.equal((await run([...flags, "--retries=2"])).code, 0);
+  assert.equal((await session.run([...flags, "--retries=1"])).code, 1);
+  assert.equal((await session.run([...flags, "--retries=2"])).code, 0);
   // A 3m lease (and 2 × 5s) outlasts the 2 min 40 s two retries span;
   // three do, as the service counts LEASE.
-  const long = await run([...flags, "--retries=2", "--lease=3m"]);
+  const long = await session.run([...flags, "--retries=2", "--lease=3m"]);
   assert.equal(long.code, 1, long.stdout);
   assert.match(
     long.stdout,
     /up to 3m10s \(3m0s \+ 2 × 5s\).*--retries 3 or more/,
   );
-  assert.equal((await run([...flags, "--retries=3", "--lease=3m"])).code, 0);
+  assert.equal(
+    (await session.run([...flags, "--retries=3", "--lease=3m"])).code,
+    0,
+  );
   const env = {
     ...SERVICE,
     QSTASH_CURRENT_SIGNING_KEY: "sig_current_0123456789",
@@ -683,7 +687,11 @@ Deno.test("schedule() under QStash stops early where the failure callback's retr
   assert.equal(serviceStarts({ ...env, QSTASH_RETRIES: "2" }), false);
   assert.equal(serviceStarts({ ...env, QSTASH_RETRIES: "3" }), true);
   // Read as the service reads LEASE, against --sender-timeout.
-  const short = await run([...flags, "--sender-timeout=20s", "--lease=30s"]);
+  const short = await session.run([
+    ...flags,
+    "--sender-timeout=20s",
+    "--lease=30s",
+  ]);
   assert.equal(short.code, 2, short.stderr);
   assert.match(
     short.stderr,
@@ -832,10 +840,11 @@ Deno.test("parseFlags() refuses a bad queue, a queue flag of another queue, and 
 });
 
 Deno.test("tools/schedule.ts --queue exits 1 when the queue gives up early or its own delays are too short, 0 when it fits", async () => {
-  const qstash = await run(["--queue", "qstash", "--retries", "4"]);
+  await using session = scheduleSession();
+  const qstash = await session.run(["--queue", "qstash", "--retries", "4"]);
   assert.equal(qstash.code, 1);
   assert.match(qstash.stdout, /QUEUE GIVES UP EARLY, after 5 deliveries/);
-  const pubsub = await run([
+  const pubsub = await session.run([
     "--queue=pubsub",
     "--min-backoff=1s",
     "--max-backoff=10s",
@@ -843,11 +852,11 @@ Deno.test("tools/schedule.ts --queue exits 1 when the queue gives up early or it
   ]);
   assert.equal(pubsub.code, 1);
   assert.match(pubsub.stdout, /needs a minimum backoff of at least 33\.889s/);
-  const fits = await run(["--queue", "pubsub", "--min-backoff", "34s"]);
+  const fits = await session.run(["--queue", "pubsub", "--min-backoff", "34s"]);
   assert.equal(fits.code, 0, fits.stdout);
   // Pub/Sub's own delays outlast stuck-after, the policy's do not: the
   // service refuses to start with it, so the tool says so and exits 1.
-  const own = await run([
+  const own = await session.run([
     "--queue=pubsub",
     "--max-deliveries=3",
     "--min-backoff=10m",
@@ -858,12 +867,12 @@ Deno.test("tools/schedule.ts --queue exits 1 when the queue gives up early or it
     own.stdout,
     /; POLICY TOO SHORT: its own delays guarantee 7\.5s, under stuck after 5m0s \+ clock skew 5s, so the service refuses to start with it\n$/,
   );
-  assert.equal((await run(["--queue", "qstash"])).code, 0);
+  assert.equal((await session.run(["--queue", "qstash"])).code, 0);
   assert.equal(
-    (await run(["--queue", "cloudflare", "--max-retries", "9"])).code,
+    (await session.run(["--queue", "cloudflare", "--max-retries", "9"])).code,
     0,
   );
-  const bad = await run(["--queue", "cloudflare", "--retries", "9"]);
+  const bad = await session.run(["--queue", "cloudflare", "--retries", "9"]);
   assert.equal(bad.code, 2);
   assert.equal(
     bad.stderr,
@@ -919,6 +928,7 @@ function serviceStarts(env: Record<string, string>): boolean {
 }
 
 Deno.test("tools/schedule.ts and loadConfig() agree at STUCK_AFTER + CLOCK_SKEW: a 302s window with STUCK_AFTER 5m", async () => {
+  await using session = scheduleSession();
   // Two deliveries, no jitter: the one delay, 302s, is the whole window.
   const env = {
     ...SERVICE,
@@ -945,7 +955,7 @@ Deno.test("tools/schedule.ts and loadConfig() agree at STUCK_AFTER + CLOCK_SKEW:
   for (const [skew, starts] of cases) {
     const withSkew = skew === undefined ? {} : { CLOCK_SKEW: skew };
     assert.equal(serviceStarts({ ...env, ...withSkew }), starts, skew);
-    const { code, stdout, stderr } = await run([
+    const { code, stdout, stderr } = await session.run([
       ...flags,
       ...(skew === undefined ? [] : [`--clock-skew=${skew}`]),
     ]);
@@ -955,10 +965,11 @@ Deno.test("tools/schedule.ts and loadConfig() agree at STUCK_AFTER + CLOCK_SKEW:
 });
 
 Deno.test("tools/schedule.ts --queue pubsub names the least minimum backoff loadConfig() starts with", async () => {
+  await using session = scheduleSession();
   for (const skew of [undefined, "0", "10s"]) {
     const withSkew = skew === undefined ? {} : { CLOCK_SKEW: skew };
     const skewFlag = skew === undefined ? [] : [`--clock-skew=${skew}`];
-    const { code, stdout } = await run(["--queue=pubsub", ...skewFlag]);
+    const { code, stdout } = await session.run(["--queue=pubsub", ...skewFlag]);
     assert.equal(code, 1, stdout);
     const needed = /; Pub\/Sub needs a minimum backoff of at least ([^;\s]+)/
       .exec(stdout)?.[1];
@@ -977,7 +988,7 @@ Deno.test("tools/schedule.ts --queue pubsub names the least minimum backoff load
     );
     if (skew === "0") continue; // the default's exits are enough
     for (const [backoff, exit] of [[ms, 0], [ms - 1, 1]] as const) {
-      const fits = await run([
+      const fits = await session.run([
         "--queue=pubsub",
         `--min-backoff=${backoff}ms`,
         ...skewFlag,
@@ -992,9 +1003,10 @@ Deno.test("tools/schedule.ts --queue pubsub names the least minimum backoff load
 });
 
 Deno.test("tools/schedule.ts --queue pubsub names the least deliveries loadConfig() starts with where no minimum backoff Pub/Sub allows is enough", async () => {
+  await using session = scheduleSession();
   // 2h of STUCK_AFTER over 9 gaps needs 13m20.556s a gap, past Pub/Sub's
   // 10m: the tool named that backoff, which cannot be set.
-  const { code, stdout } = await run([
+  const { code, stdout } = await session.run([
     "--queue=pubsub",
     "--stuck-after=2h",
     "--cap=2h",
@@ -1024,7 +1036,7 @@ Deno.test("tools/schedule.ts --queue pubsub names the least deliveries loadConfi
     false,
     `MAX_DELIVERIES ${deliveries - 1}`,
   );
-  const fits = await run([
+  const fits = await session.run([
     "--queue=pubsub",
     "--stuck-after=2h",
     "--cap=2h",
@@ -1411,10 +1423,11 @@ Deno.test("tools/schedule.ts --queue pubsub --message-retention gives loadConfig
 });
 
 Deno.test("tools/schedule.ts --queue pubsub --message-retention exits 1 at the retention the service refuses, 0 a millisecond above it, naming what it needs", async () => {
+  await using session = scheduleSession();
   // Pushes of up to 25 s (the default SENDER_TIMEOUT's), 10 min apart:
   // 10 × 10m25s + 30s + 2 × 5s = 1h44m50s is not enough.
   const args = ["--queue=pubsub", "--min-backoff=40s"];
-  const short = await run([...args, "--message-retention=1h44m50s"]);
+  const short = await session.run([...args, "--message-retention=1h44m50s"]);
   assert.equal(short.stderr, "");
   assert.equal(short.code, 1, short.stdout);
   assert.match(short.stdout, /^#10 +poisoned +-$/m);
@@ -1445,11 +1458,11 @@ Deno.test("tools/schedule.ts --queue pubsub --message-retention exits 1 at the r
     serviceStarts({ ...env, PUBSUB_MESSAGE_RETENTION: "1h44m50.001s" }),
     true,
   );
-  const fits = await run([...args, "--message-retention=1h44m50.001s"]);
+  const fits = await session.run([...args, "--message-retention=1h44m50.001s"]);
   assert.equal(fits.code, 0, fits.stdout);
   assert.ok(fits.stdout.endsWith(`: ${OK_TEXT}\n`), fits.stdout);
   // A longer lease and clock skew need more, as the service counts them.
-  const longer = await run([
+  const longer = await session.run([
     ...args,
     "--message-retention=1h44m50.001s",
     "--lease=1m",
@@ -1470,14 +1483,14 @@ Deno.test("tools/schedule.ts --queue pubsub --message-retention exits 1 at the r
     false,
   );
   // An hour: at most 10m25s between pushes, so only 6 surely come.
-  const hour = await run([...args, "--message-retention=1h"]);
+  const hour = await session.run([...args, "--message-retention=1h"]);
   assert.equal(hour.code, 1, hour.stdout);
   assert.match(hour.stdout, /^#6 +may expire +-$/m);
   assert.match(
     hour.stdout,
     /; MESSAGE MAY EXPIRE after 6 deliveries, before the policy's 10: Pub\/Sub drops it with no dead letter, and its intent is stranded; it needs a message retention of more than 1h44m50s /,
   );
-  const bad = await run([...args, "--message-retention=5m"]);
+  const bad = await session.run([...args, "--message-retention=5m"]);
   assert.equal(bad.code, 2);
   assert.equal(
     bad.stderr,
@@ -1486,7 +1499,8 @@ Deno.test("tools/schedule.ts --queue pubsub --message-retention exits 1 at the r
 });
 
 Deno.test("tools/schedule.ts --help names the retention flags and the settings they stand for", async () => {
-  const { code, stdout } = await run(["--help"]);
+  await using session = scheduleSession();
+  const { code, stdout } = await session.run(["--help"]);
   assert.equal(code, 0);
   for (
     const flag of [
