@@ -65,6 +65,46 @@ export interface DocsService {
   inUse: RegExp;
 }
 
+// The port the bundle is made with, written in each copy as the test's:
+// one the bundler leaves as it is (8000 it writes 8e3), found once.
+const PORT_MARK = "port: 47999";
+
+// Each service's bundle, made once for every test of a run.
+const bundles = new Map<string, Promise<string>>();
+
+/** `service` bundled for node with `deno bundle`, its port PORT_MARK's. */
+async function bundle(service: string): Promise<string> {
+  const dir = await Deno.makeTempDir({ prefix: "relayer_docs_bundle_" });
+  try {
+    await Deno.writeTextFile(
+      `${dir}/service.ts`,
+      service.replace("port: 8000", PORT_MARK),
+    );
+    const built = await new Deno.Command(Deno.execPath(), {
+      args: [
+        "bundle",
+        "--quiet",
+        "--config",
+        `${ROOT}deno.json`,
+        "--platform",
+        "node",
+        "-o",
+        `${dir}/service.mjs`,
+        `${dir}/service.ts`,
+      ],
+      cwd: ROOT,
+      stdout: "piped",
+      stderr: "piped",
+    }).output();
+    assert.equal(built.code, 0, new TextDecoder().decode(built.stderr));
+    const text = await Deno.readTextFile(`${dir}/service.mjs`);
+    assert.equal(text.split(PORT_MARK).length, 2, "the bundle's port, once");
+    return text;
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+}
+
 /** The service bundled for node into `dir` (its port `port`). */
 async function bundled(
   service: string,
@@ -72,27 +112,15 @@ async function bundled(
   port = 8000,
 ): Promise<string> {
   assert.match(service, /port: 8000/, "the service's port");
+  let made = bundles.get(service);
+  if (made === undefined) {
+    made = bundle(service);
+    bundles.set(service, made);
+  }
   await Deno.writeTextFile(
-    `${dir}/service.ts`,
-    service.replace("port: 8000", `port: ${port}`),
+    `${dir}/service.mjs`,
+    (await made).replace(PORT_MARK, `port: ${port}`),
   );
-  const built = await new Deno.Command(Deno.execPath(), {
-    args: [
-      "bundle",
-      "--quiet",
-      "--config",
-      `${ROOT}deno.json`,
-      "--platform",
-      "node",
-      "-o",
-      `${dir}/service.mjs`,
-      `${dir}/service.ts`,
-    ],
-    cwd: ROOT,
-    stdout: "piped",
-    stderr: "piped",
-  }).output();
-  assert.equal(built.code, 0, new TextDecoder().decode(built.stderr));
   return `${dir}/service.mjs`;
 }
 
