@@ -13,8 +13,9 @@
  *
  * By the fence's info string (`ignore` is `deno test --doc`'s: it leaves
  * the block out of `deno task test`, not out of this check):
- * - `ts`: written to a file, type-checked and run with `deno run --check`,
- *   no permissions; a
+ * - `ts`: written to a file, type-checked (the files of every block at
+ *   once, in one `deno check`; each alone where that names an error of no
+ *   one block) and run with `deno run`, no permissions; a
  *   line `expression; // { key: value, … }` must give those fields
  *   (see {@linkcode withPromisesChecked}), and a `console.log(x); // 503: …`
  *   must print a line that starts so;
@@ -42,6 +43,7 @@
  */
 
 // deno-lint-ignore-file no-console
+import { fileURLToPath as fromFileUrl } from "node:url";
 import { ROOT, runMain } from "./_check.ts";
 import { INSTALL_TIMEOUT_MS, run } from "./_npm_cache.ts";
 
@@ -403,6 +405,38 @@ export async function snippetResults(
       `${ROOT}examples/cloudflare/worker.ts`,
     );
     const env = { ...Deno.env.toObject(), NO_COLOR: "1" };
+    // Each ts and js block's file, and which of them deno type-checks: all
+    // at once, one program, where that says which file each error is in.
+    const files = new Map<number, string>();
+    for (const [index, snippet] of snippets.entries()) {
+      if (
+        (snippet.lang === "ts" || snippet.lang === "js") &&
+        !snippet.tags.includes("worker")
+      ) {
+        const file = `${dir}/snippet_${index}.${snippet.lang}`;
+        await Deno.writeTextFile(
+          file,
+          withPromisesChecked(snippet.code, snippet.line + 1, snippet.file),
+        );
+        const noRun = snippet.tags.includes("no-run");
+        const skipped = !noRun && snippet.tags.includes("postgres") &&
+          !config.exports["./postgres"];
+        if (!(noRun && !snippet.tags.includes("ignore")) && !skipped) {
+          files.set(index, file);
+        }
+      }
+    }
+    const checks = await checkedTogether([...files.values()], dir, env);
+    /** What `deno check` says of `file` alone: "" where it type-checks. */
+    const checkedAlone = async (file: string) => {
+      const checked = await run(Deno.execPath(), ["check", "--quiet", file], {
+        cwd: dir,
+        env,
+        label: `deno check ${file}`,
+        timeoutMs: INSTALL_TIMEOUT_MS,
+      });
+      return checked.code === 0 ? "" : checked.out;
+    };
 
     for (const [index, snippet] of snippets.entries()) {
       const where = `${snippet.file}:${snippet.line}`;
@@ -428,10 +462,6 @@ export async function snippetResults(
           continue;
         }
         const file = `${dir}/snippet_${index}.${snippet.lang}`;
-        await Deno.writeTextFile(
-          file,
-          withPromisesChecked(snippet.code, snippet.line + 1, snippet.file),
-        );
         const noRun = snippet.tags.includes("no-run");
         if (noRun && !snippet.tags.includes("ignore")) {
           report(
@@ -445,19 +475,20 @@ export async function snippetResults(
             report("SKIP", "  the package does not export ./postgres yet");
             continue;
           }
-          const checked = await run(
-            Deno.execPath(),
-            ["check", "--quiet", file],
-            { cwd: dir, env, ...deadline },
-          );
-          checked.code === 0 ? report("ok") : report("FAIL", checked.out);
+          const errors = checks?.get(file) ?? await checkedAlone(file);
+          errors === "" ? report("ok") : report("FAIL", errors);
           continue;
         }
-        // --check: deno run does not type-check by default, and a block
-        // that runs but does not type-check fails its reader's editor.
+        // Type-checked: deno run does not type-check by default, and a
+        // block that runs but does not type-check fails its reader's editor.
+        const errors = checks?.get(file) ?? await checkedAlone(file);
+        if (errors !== "") {
+          report("FAIL", errors);
+          continue;
+        }
         const ran = await run(Deno.execPath(), [
           "run",
-          "--check",
+          "--no-check",
           "--quiet",
           "--no-prompt",
           file,
@@ -500,6 +531,46 @@ export async function snippetResults(
     await Deno.remove(dir, { recursive: true });
   }
   return results;
+}
+
+/**
+ * `deno check` of `files` at once, in `dir`, with `env`: what it says of
+ * each file, "" where it type-checks; `null` where it does not type-check
+ * and not every error it names is in one of `files` (each file is then
+ * checked alone, as a reader's editor would).
+ */
+async function checkedTogether(
+  files: readonly string[],
+  dir: string,
+  env: Record<string, string>,
+): Promise<Map<string, string> | null> {
+  if (files.length === 0) return new Map();
+  const checked = await run(Deno.execPath(), ["check", "--quiet", ...files], {
+    cwd: dir,
+    env,
+    label: `deno check of ${files.length} snippets`,
+    timeoutMs: INSTALL_TIMEOUT_MS,
+  });
+  const said = new Map(files.map((file) => [file, ""]));
+  if (checked.code === 0) return said;
+  // TS2322 [ERROR]: … then the source line, its caret, and
+  // "    at file:///…/snippet_1.ts:2:7"; a blank line between errors.
+  const blocks = checked.out.split(/\n\s*\n/).filter((block) =>
+    !/^(Found \d+ errors?\.|error: Type checking failed\.|Stack backtrace:)/
+      .test(block.trim()) &&
+    block.trim() !== ""
+  );
+  if (blocks.length === 0) return null;
+  for (const block of blocks) {
+    if (!/^TS\d+ \[ERROR\]: /.test(block.trim())) return null;
+    const at = [...block.matchAll(/^\s+at (file:\/\/\S+):\d+:\d+$/gm)]
+      .map((m) => fromFileUrl(m[1]!));
+    const file = at.length === 1 ? at[0]! : undefined;
+    if (file === undefined || !said.has(file)) return null;
+    const before = said.get(file);
+    said.set(file, before ? `${before}\n\n${block.trim()}` : block.trim());
+  }
+  return said;
 }
 
 /**
