@@ -816,6 +816,20 @@ Deno.test("qstashPublisher() fails a publish QStash rate-limits saying so, which
       waitMs: 2001,
     },
     {
+      // Tenths read as decimals, not in floating point: 16.1 × 1000 is
+      // 16,100.000000000002, which rounded up asked a millisecond more.
+      headers: () => ({ "Retry-After": "16.1" }),
+      message:
+        /^QStash did not take the job pi_0001\/settle \(HTTP 429\): rate-limited by QStash's rate limit; try again in 17 s$/,
+      waitMs: 16_100,
+    },
+    {
+      headers: () => ({ "Retry-After": "4.07" }),
+      message:
+        /^QStash did not take the job pi_0001\/settle \(HTTP 429\): rate-limited by QStash's rate limit; try again in 5 s$/,
+      waitMs: 4070,
+    },
+    {
       // An HTTP date.
       headers: () => ({
         "Retry-After": new Date(Date.now() + 60_000).toUTCString(),

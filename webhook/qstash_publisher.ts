@@ -493,7 +493,16 @@ const MAX_WAIT_MS = 86_400_000;
 function retryAfterMs(value: string | null, now: number): number | undefined {
   if (value === null) return undefined;
   const text = value.trim();
-  if (/^\d+(\.\d+)?$/.test(text)) return Math.ceil(Number(text) * 1000);
+  const seconds = /^(\d+)(?:\.(\d+))?$/.exec(text);
+  if (seconds) {
+    // Read as decimals, not as Number(text) * 1000: 16.1 × 1000 is
+    // 16,100.000000000002 in floating point, which rounded up asked a
+    // millisecond more. A fraction of a millisecond is waited for whole.
+    const [, whole, fraction = ""] = seconds;
+    const ms = Number(whole) * 1000 +
+      Number(fraction.slice(0, 3).padEnd(3, "0"));
+    return /[1-9]/.test(fraction.slice(3)) ? ms + 1 : ms;
+  }
   // An HTTP date names its day and month in letters (IMF-fixdate and the
   // two obsolete forms RFC 9110 still reads).
   if (!/[A-Za-z]{3}/.test(text)) return undefined;
