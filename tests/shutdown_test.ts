@@ -443,7 +443,21 @@ Deno.test({
           },
         }),
       ).catch(() => {});
-      await new Promise((resolve) => setTimeout(resolve, 300));
+      // The delivery's read waits on the lock before the drain begins: a
+      // fixed pause could end, on a loaded machine, before the delivery
+      // was signed and read, and the drain then refused it as new.
+      const waitingBy = performance.now() + 20_000;
+      while (
+        (await held`SELECT count(*)::int AS n FROM pg_catalog.pg_locks
+          WHERE NOT granted AND relation = 'relayer.intents'::regclass`)[0]!
+          .n === 0
+      ) {
+        assert.ok(
+          performance.now() < waitingBy,
+          "the delivery never waited on the lock",
+        );
+        await new Promise((resolve) => setTimeout(resolve, 20));
+      }
       const started = performance.now();
       const left = await service.drain(500);
       const took = performance.now() - started;
