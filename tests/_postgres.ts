@@ -379,7 +379,8 @@ export async function freshDatabase(options = ""): Promise<
   };
 }
 
-const TABLES = [
+/** The store's tables, which a pooled schema is emptied of. */
+export const TABLES: readonly string[] = [
   "holds",
   "intents",
   "leases",
