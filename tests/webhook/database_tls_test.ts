@@ -22,7 +22,7 @@ import {
   suitesAvailable,
 } from "../_postgres.ts";
 import { assertOneLine, healthy, startMain } from "../_main_process.ts";
-import { timeout } from "../_timeout.ts";
+import { timeout, withTimeout } from "../_timeout.ts";
 
 /** Whether the TLS tests run: `false` only where PostgreSQL or `openssl` is missing, outside CI. */
 const tlsAvailable: boolean = postgresAvailable &&
@@ -39,17 +39,18 @@ const base = {
   WEBHOOK_SECRET: "a-webhook-secret-16",
 };
 
-/** A server over TLS, its URL by the name its certificate holds, and its CA's file, for `fn`. */
+/** A server over TLS: its port, its URL by the name its certificate holds, and its CA's file. */
+interface TlsServer {
+  port: number;
+  url: (query?: string) => string;
+  caFile: string;
+  /** PostgreSQL's major version (17 and later take direct TLS). */
+  major: number;
+}
+
+/** A server over TLS for `fn`. */
 async function withTlsServer(
-  fn: (
-    server: {
-      port: number;
-      url: (query?: string) => string;
-      caFile: string;
-      /** PostgreSQL's major version (17 and later take direct TLS). */
-      major: number;
-    },
-  ) => Promise<void>,
+  fn: (server: TlsServer) => Promise<void>,
 ): Promise<void> {
   const certificates = await testCertificates(["localhost", "127.0.0.1"]);
   const server = await startPostgres({ tls: certificates });
@@ -126,56 +127,6 @@ async function refusedStart(
 
 Deno.test({
   name:
-    "main.ts keeps every PostgreSQL connection on TLS with ?sslmode=verify-full and the CA in DENO_CERT, and says so at start",
-  ignore: !tlsAvailable,
-  fn: timeout(60_000, () =>
-    withTlsServer(async ({ port: pg, url, caFile }) => {
-      const admin = postgres(url(), { max: 1, onnotice: () => {} });
-      try {
-        const line = await startsHealthy({
-          ...base,
-          DATABASE_URL: url("?sslmode=verify-full"),
-          DENO_CERT: caFile,
-        }, async (origin) => {
-          const ready = await fetch(`${origin}/readyz`);
-          assert.equal(ready.status, 200, await ready.text());
-          const [seen] = await admin<{ total: number; tls: number }[]>`
-            SELECT count(*)::int AS total, count(*) FILTER (WHERE s.ssl)::int AS tls
-            FROM pg_stat_activity a JOIN pg_stat_ssl s USING (pid)
-            WHERE a.backend_type = 'client backend' AND a.pid <> pg_backend_pid()`;
-          assert.ok(seen!.total >= 1, "the service holds no connection");
-          assert.equal(seen!.tls, seen!.total, "a connection without TLS");
-        });
-        assert.match(
-          line,
-          new RegExp(
-            `; store PostgreSQL localhost:${pg}/postgres, TLS, server verified \\(sslmode=verify-full\\); `,
-          ),
-        );
-      } finally {
-        await admin.end();
-      }
-    })),
-});
-
-Deno.test({
-  name:
-    "main.ts refuses to start, in one line naming DENO_CERT, when the server's certificate does not chain to a CA it trusts",
-  ignore: !tlsAvailable,
-  fn: timeout(60_000, () =>
-    withTlsServer(async ({ port: pg, url }) => {
-      const stderr = await refusedStart(
-        { ...base, DATABASE_URL: url("?sslmode=verify-full") },
-        new RegExp(
-          `^relayer: cannot start: DATABASE_URL: cannot open PostgreSQL localhost:${pg}/postgres, TLS, server verified \\(sslmode=verify-full\\): .*certificate.* \\(the server's TLS certificate does not chain to a CA this process trusts, or names another host: give Deno the CA with DENO_CERT=<file>, and connect by a name the certificate holds\\)$`,
-        ),
-      );
-      assert.ok(!stderr.includes(new URL(url()).password));
-    })),
-});
-
-Deno.test({
-  name:
     "openService() says in one line that a server took no TLS where ?sslmode=require asks for it, at once, and not that the connection was lost",
   ignore: !postgresAvailable,
   fn: timeout(30_000, async () => {
@@ -218,12 +169,57 @@ Deno.test({
   }),
 });
 
-Deno.test({
-  name:
+/**
+ * The cases on a server over TLS, which share one: each starts with no
+ * client session and no store schema left on it (a case's service
+ * migrates the schema `relayer`).
+ */
+const tlsCases: [string, (server: TlsServer) => Promise<void>][] = [
+  [
+    "main.ts keeps every PostgreSQL connection on TLS with ?sslmode=verify-full and the CA in DENO_CERT, and says so at start",
+    async ({ port: pg, url, caFile }) => {
+      const admin = postgres(url(), { max: 1, onnotice: () => {} });
+      try {
+        const line = await startsHealthy({
+          ...base,
+          DATABASE_URL: url("?sslmode=verify-full"),
+          DENO_CERT: caFile,
+        }, async (origin) => {
+          const ready = await fetch(`${origin}/readyz`);
+          assert.equal(ready.status, 200, await ready.text());
+          const [seen] = await admin<{ total: number; tls: number }[]>`
+            SELECT count(*)::int AS total, count(*) FILTER (WHERE s.ssl)::int AS tls
+            FROM pg_stat_activity a JOIN pg_stat_ssl s USING (pid)
+            WHERE a.backend_type = 'client backend' AND a.pid <> pg_backend_pid()`;
+          assert.ok(seen!.total >= 1, "the service holds no connection");
+          assert.equal(seen!.tls, seen!.total, "a connection without TLS");
+        });
+        assert.match(
+          line,
+          new RegExp(
+            `; store PostgreSQL localhost:${pg}/postgres, TLS, server verified \\(sslmode=verify-full\\); `,
+          ),
+        );
+      } finally {
+        await admin.end();
+      }
+    },
+  ],
+  [
+    "main.ts refuses to start, in one line naming DENO_CERT, when the server's certificate does not chain to a CA it trusts",
+    async ({ port: pg, url }) => {
+      const stderr = await refusedStart(
+        { ...base, DATABASE_URL: url("?sslmode=verify-full") },
+        new RegExp(
+          `^relayer: cannot start: DATABASE_URL: cannot open PostgreSQL localhost:${pg}/postgres, TLS, server verified \\(sslmode=verify-full\\): .*certificate.* \\(the server's TLS certificate does not chain to a CA this process trusts, or names another host: give Deno the CA with DENO_CERT=<file>, and connect by a name the certificate holds\\)$`,
+        ),
+      );
+      assert.ok(!stderr.includes(new URL(url()).password));
+    },
+  ],
+  [
     "main.ts says that direct TLS needs PostgreSQL 17 when the server did not take it",
-  ignore: !tlsAvailable,
-  fn: timeout(60_000, () =>
-    withTlsServer(async ({ url, caFile, major }) => {
+    async ({ url, caFile, major }) => {
       const env = {
         ...base,
         DATABASE_URL: url("?sslmode=verify-full&sslnegotiation=direct"),
@@ -238,15 +234,11 @@ Deno.test({
         env,
         /^relayer: cannot start: DATABASE_URL: cannot open PostgreSQL localhost:\d+\/postgres, TLS, server verified \(sslmode=verify-full\), direct TLS \(PostgreSQL 17 and later\): .* \(the server did not take direct TLS, which needs PostgreSQL 17 or later: remove \?sslnegotiation=direct, or make it offer TLS\)$/,
       );
-    })),
-});
-
-Deno.test({
-  name:
+    },
+  ],
+  [
     "main.ts negotiates TLS as DATABASE_URL says, whatever the environment's PGSSLNEGOTIATION says",
-  ignore: !tlsAvailable,
-  fn: timeout(60_000, () =>
-    withTlsServer(async ({ url, caFile, major }) => {
+    async ({ url, caFile, major }) => {
       // Before PostgreSQL 17 the server refuses direct TLS, so the start
       // fails if it is asked for (from 17 on, this shows less).
       if (major >= 17) {
@@ -258,5 +250,45 @@ Deno.test({
         DENO_CERT: caFile,
         PGSSLNEGOTIATION: "direct",
       });
-    })),
+    },
+  ],
+];
+
+/** Drops the store's schema on `server` and waits (5 s at most) until no client session but the one asking is left. */
+async function cleared(server: TlsServer): Promise<void> {
+  const admin = postgres(server.url(), { max: 1, onnotice: () => {} });
+  try {
+    await admin`DROP SCHEMA IF EXISTS relayer CASCADE`;
+    let left = -1;
+    for (const start = Date.now(); Date.now() - start < 5_000;) {
+      const [row] = await admin<{ n: number }[]>`
+        SELECT count(*)::int AS n FROM pg_stat_activity
+        WHERE backend_type = 'client backend' AND pid <> pg_backend_pid()`;
+      left = row!.n;
+      if (left === 0) break;
+      await new Promise((resolve) => setTimeout(resolve, 50));
+    }
+    assert.equal(left, 0, "client sessions left on the TLS server");
+  } finally {
+    await admin.end();
+  }
+}
+
+Deno.test({
+  name:
+    "main.ts and PostgreSQL over TLS: one server for the cases that need one",
+  ignore: !tlsAvailable,
+  fn: timeout(
+    60_000 * (tlsCases.length + 1),
+    (t) =>
+      withTlsServer(async (server) => {
+        for (const [name, fn] of tlsCases) {
+          await t.step(name, () =>
+            withTimeout(async () => {
+              await cleared(server);
+              await fn(server);
+            }, 60_000));
+        }
+      }),
+  ),
 });
