@@ -3955,8 +3955,57 @@ export function createApp(deps: AppDeps): WebhookApp {
     "/v1/dead-letters/:intentId/:kind/redrive": "POST",
     "/v1/dead-letters/:queue/:name/unreadable/redrive": "POST",
   };
+  // An ops path's 405 says what its route does and names the routes beside
+  // it, with the path as sent: a GET of a dead letter's path is told where
+  // the letters are read, a DELETE of a redrive path how to remove the
+  // letter. Run only on a 405.
+  const letterRoutes = (c: Context, redrive: boolean): [string, string] => {
+    const letter = redrive
+      ? c.req.path.slice(0, -"/redrive".length)
+      : c.req.path;
+    return redrive
+      ? [
+        `POST ${c.req.path} redrives the letter`,
+        `To read the dead letters: GET /v1/dead-letters. To remove this one: DELETE ${letter}.`,
+      ]
+      : [
+        `DELETE ${letter} removes the letter`,
+        `To read the dead letters: GET /v1/dead-letters. To redrive this one: POST ${letter}/redrive.`,
+      ];
+  };
+  const intentOf = (c: Context) => c.req.path.replace(/\/resolve$/, "");
+  const opsRoutes: Record<string, (c: Context) => [string, string]> = {
+    "/v1/intents": () => [
+      "POST /v1/intents creates an intent",
+      "To read one: GET /v1/intents/<id>.",
+    ],
+    "/v1/intents/:id": (c) => [
+      `GET ${intentOf(c)} reads the intent`,
+      `To resolve it: POST ${intentOf(c)}/resolve.`,
+    ],
+    "/v1/intents/:id/resolve": (c) => [
+      `POST ${c.req.path} resolves the intent`,
+      `To read it: GET ${intentOf(c)}.`,
+    ],
+    "/v1/jobs": () => [
+      "POST /v1/jobs queues a job",
+      "To read an intent and its deliveries: GET /v1/intents/<id>.",
+    ],
+    "/v1/dead-letters": () => [
+      "GET /v1/dead-letters lists the dead letters",
+      "To redrive one: POST /v1/dead-letters/<jobId>/redrive. To remove one: DELETE /v1/dead-letters/<jobId>.",
+    ],
+    "/v1/dead-letters/:jobId/redrive": (c) => letterRoutes(c, true),
+    "/v1/dead-letters/:intentId/:kind/redrive": (c) => letterRoutes(c, true),
+    "/v1/dead-letters/:queue/:name/unreadable/redrive": (c) =>
+      letterRoutes(c, true),
+    "/v1/dead-letters/:jobId": (c) => letterRoutes(c, false),
+    "/v1/dead-letters/:intentId/:kind": (c) => letterRoutes(c, false),
+    "/v1/dead-letters/:queue/:name/unreadable": (c) => letterRoutes(c, false),
+  };
   const notAllowed = (path: string, allow: string) => {
     const methods = allow.split(", ");
+    const routes = opsRoutes[path];
     const handler = (c: Context) => {
       // HTTP's methods are case-sensitive (RFC 9110 §9.1): `curl -X post`
       // sends "post", which is not POST. Said so, or the answer reads as
@@ -3965,6 +4014,16 @@ export function createApp(deps: AppDeps): WebhookApp {
       const hint = upper !== c.req.method && methods.includes(upper)
         ? ` Methods are case-sensitive: send ${upper}.`
         : "";
+      if (routes !== undefined) {
+        const [does, beside] = routes(c);
+        return problem(
+          405,
+          "method-not-allowed",
+          "Method not allowed",
+          `${path} answers ${allow} only (${does}).${hint} ${beside}`,
+          { allow },
+        );
+      }
       return problem(
         405,
         "method-not-allowed",

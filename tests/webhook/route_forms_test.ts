@@ -145,3 +145,62 @@ Deno.test("on a real Deno.serve, a route's method sent in lower case (curl -X po
   }
   assert.equal(writes.length, 0);
 });
+
+Deno.test("createApp() answers a wrong method on an ops path 405, naming the route to send instead: a dead letter's GET names the list", async () => {
+  const { app, writes } = await makeApp({
+    intents: [{ id: "pi_0001", state: "created" }],
+  });
+  const cases = [
+    [
+      "GET",
+      "/v1/dead-letters/pi_0001/settle",
+      "/v1/dead-letters/:intentId/:kind answers DELETE only (DELETE /v1/dead-letters/pi_0001/settle removes the letter). To read the dead letters: GET /v1/dead-letters. To redrive this one: POST /v1/dead-letters/pi_0001/settle/redrive.",
+    ],
+    [
+      "GET",
+      "/v1/dead-letters/pi_0001%2Fsettle",
+      "/v1/dead-letters/:jobId answers DELETE only (DELETE /v1/dead-letters/pi_0001%2Fsettle removes the letter). To read the dead letters: GET /v1/dead-letters. To redrive this one: POST /v1/dead-letters/pi_0001%2Fsettle/redrive.",
+    ],
+    [
+      "GET",
+      "/v1/dead-letters/pubsub/m-1/unreadable",
+      "/v1/dead-letters/:queue/:name/unreadable answers DELETE only (DELETE /v1/dead-letters/pubsub/m-1/unreadable removes the letter). To read the dead letters: GET /v1/dead-letters. To redrive this one: POST /v1/dead-letters/pubsub/m-1/unreadable/redrive.",
+    ],
+    [
+      "GET",
+      "/v1/dead-letters/pi_0001/settle/redrive",
+      "/v1/dead-letters/:intentId/:kind/redrive answers POST only (POST /v1/dead-letters/pi_0001/settle/redrive redrives the letter). To read the dead letters: GET /v1/dead-letters. To remove this one: DELETE /v1/dead-letters/pi_0001/settle.",
+    ],
+    [
+      "POST",
+      "/v1/dead-letters",
+      "/v1/dead-letters answers GET, HEAD only (GET /v1/dead-letters lists the dead letters). To redrive one: POST /v1/dead-letters/<jobId>/redrive. To remove one: DELETE /v1/dead-letters/<jobId>.",
+    ],
+    [
+      "GET",
+      "/v1/intents",
+      "/v1/intents answers POST only (POST /v1/intents creates an intent). To read one: GET /v1/intents/<id>.",
+    ],
+    [
+      "DELETE",
+      "/v1/intents/pi_0001",
+      "/v1/intents/:id answers GET, HEAD only (GET /v1/intents/pi_0001 reads the intent). To resolve it: POST /v1/intents/pi_0001/resolve.",
+    ],
+    [
+      "GET",
+      "/v1/intents/pi_0001/resolve",
+      "/v1/intents/:id/resolve answers POST only (POST /v1/intents/pi_0001/resolve resolves the intent). To read it: GET /v1/intents/pi_0001.",
+    ],
+    [
+      "GET",
+      "/v1/jobs",
+      "/v1/jobs answers POST only (POST /v1/jobs queues a job). To read an intent and its deliveries: GET /v1/intents/<id>.",
+    ],
+  ] as const;
+  for (const [method, path, detail] of cases) {
+    const res = await app.request(path, { method, headers: ops });
+    assert.equal(res.status, 405, `${method} ${path}`);
+    assert.equal((await res.json()).detail, detail);
+  }
+  assert.equal(writes.length, 0);
+});
