@@ -416,6 +416,30 @@ const OPS_PATHS = [
   "/v1/jobs",
 ] as const;
 
+/** The paths of the GET routes, which answer HEAD too. */
+const HEAD_PATHS = [
+  "/healthz",
+  "/readyz",
+  "/v1/intents/:id",
+  "/v1/dead-letters",
+] as const;
+
+/**
+ * The answer with a Content-Length of its body, for a HEAD that will drop
+ * it. A length already set, or no body, is left as it is.
+ */
+async function withLength(res: Response): Promise<Response> {
+  if (res.body === null || res.headers.has("content-length")) return res;
+  const bytes = await res.arrayBuffer();
+  const headers = new Headers(res.headers);
+  headers.set("content-length", String(bytes.byteLength));
+  return new Response(bytes, {
+    status: res.status,
+    statusText: res.statusText,
+    headers,
+  });
+}
+
 /** The routes whose body is a queue's envelope around a base64-encoded job. */
 const ENVELOPE_ROUTES: ReadonlySet<string> = new Set([
   "/v1/qstash/failed",
@@ -1861,6 +1885,16 @@ export function createApp(deps: AppDeps): WebhookApp {
     c.res.headers.set("cache-control", "no-store");
   };
   for (const path of OPS_PATHS) app.use(path, noStore);
+  // Hono answers HEAD by running GET and dropping the body, and a runtime
+  // then counts the body it was handed: Content-Length: 0. A HEAD answer's
+  // Content-Length is its GET's (RFC 9110 §9.3.2), so it is set here from
+  // the body about to be dropped: only on the GET routes' paths, only for
+  // HEAD (a GET pays one comparison), and in the 404 and 405 handlers.
+  const headLength: MiddlewareHandler = async (c, next) => {
+    await next();
+    if (c.req.method === "HEAD") c.res = await withLength(c.res);
+  };
+  for (const path of HEAD_PATHS) app.use(path, headLength);
   /** The handlers that answer a known path's wrong method (405). */
   const wrongMethod = new Set<unknown>();
   /**
@@ -1909,7 +1943,8 @@ export function createApp(deps: AppDeps): WebhookApp {
     ) {
       // Looked up only for a body over the limit, off the common path.
       const route = matchedRoutes(c).find((route) =>
-        route.handler !== limitBody && route.handler !== noStore
+        route.handler !== limitBody && route.handler !== noStore &&
+        route.handler !== headLength
       );
       if (
         route === undefined || wrongMethod.has(route.handler) ||
@@ -4014,23 +4049,25 @@ export function createApp(deps: AppDeps): WebhookApp {
       const hint = upper !== c.req.method && methods.includes(upper)
         ? ` Methods are case-sensitive: send ${upper}.`
         : "";
+      const answer = (res: Response) =>
+        c.req.method === "HEAD" ? withLength(res) : res;
       if (routes !== undefined) {
         const [does, beside] = routes(c);
-        return problem(
+        return answer(problem(
           405,
           "method-not-allowed",
           "Method not allowed",
           `${path} answers ${allow} only (${does}).${hint} ${beside}`,
           { allow },
-        );
+        ));
       }
-      return problem(
+      return answer(problem(
         405,
         "method-not-allowed",
         "Method not allowed",
         `${path} answers ${allow} only.${hint}`,
         { allow },
-      );
+      ));
     };
     wrongMethod.add(handler);
     app.all(path, handler);
@@ -4063,12 +4100,13 @@ export function createApp(deps: AppDeps): WebhookApp {
     const hint = tidy !== path && routePatterns.some((r) => r.test(tidy))
       ? ` Send it to ${tidy}: the routes take no slash at the end and no doubled slash.`
       : "";
-    return problem(
+    const res = problem(
       404,
       "not-found",
       "Not found",
       `Nothing answers ${c.req.method} ${path}.${hint}`,
     );
+    return c.req.method === "HEAD" ? withLength(res) : res;
   });
 
   /**

@@ -204,3 +204,47 @@ Deno.test("createApp() answers a wrong method on an ops path 405, naming the rou
   }
   assert.equal(writes.length, 0);
 });
+
+Deno.test("on a real Deno.serve, HEAD answers the Content-Length its GET would send (RFC 9110 §9.3.2), not 0, and no body", async () => {
+  const { app, writes } = await makeApp({
+    intents: [{ id: "pi_0001", state: "created" }],
+    deps: { log: () => {} },
+  });
+  const server = Deno.serve(
+    { hostname: "127.0.0.1", port: 0, onListen: () => {} },
+    app.fetch,
+  );
+  try {
+    const base = `http://127.0.0.1:${server.addr.port}`;
+    for (
+      const [path, headers, status] of [
+        ["/healthz", {}, 200],
+        ["/readyz", {}, 200],
+        ["/v1/dead-letters", ops, 200],
+        ["/v1/intents/pi_0001", ops, 200],
+        ["/v1/intents/pi_0001", {}, 401],
+        ["/v1/intents/pi_9999", ops, 404],
+        ["/v1/dead-letters/pi_0001/settle", ops, 405],
+        // The 404 names the method as sent: "HEAD" is one byte more.
+        ["/v1/nothing", {}, 404],
+      ] as const
+    ) {
+      const more = path === "/v1/nothing" ? 1 : 0;
+      const get = await fetch(`${base}${path}`, { headers });
+      const bytes = (await get.arrayBuffer()).byteLength;
+      assert.equal(get.status, status, path);
+      assert.notEqual(bytes, 0, path);
+      const head = await fetch(`${base}${path}`, { method: "HEAD", headers });
+      assert.equal(head.status, status, path);
+      assert.equal(
+        head.headers.get("content-length"),
+        String(bytes + more),
+        path,
+      );
+      assert.equal(await head.text(), "", path);
+    }
+  } finally {
+    await server.shutdown();
+  }
+  assert.equal(writes.length, 0);
+});
