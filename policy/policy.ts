@@ -112,7 +112,8 @@ function checkedAndFrozen(fields: Policy): Policy {
  * @throws {RangeError} If a number is out of range (each must be a whole
  * number: `maxDeliveries` >= 1, `baseMs` and `capMs` >= 1, `stuckAfterMs`
  * >= 0).
- * @throws {TypeError} If `overrides` is neither an object nor `undefined`,
+ * @throws {TypeError} If `overrides` is neither an object nor `undefined`
+ * (an array is not one),
  * a field is not a policy field, or `jitter` is not `"equal"`, `"full"` or
  * `"none"`.
  *
@@ -130,14 +131,19 @@ function checkedAndFrozen(fields: Policy): Policy {
  */
 export function definePolicy(overrides?: Partial<Policy>): Policy {
   if (overrides === undefined) return DEFAULT_POLICY;
-  if (typeof overrides !== "object" || overrides === null) {
+  if (isChecked(overrides)) return overrides as Policy;
+  // An array has no policy field, so `[]` read as the defaults: from
+  // JavaScript, a caller who passed one meant something else.
+  if (
+    typeof overrides !== "object" || overrides === null ||
+    Array.isArray(overrides)
+  ) {
     throw new TypeError(
       `Cannot define policy as its fields must come in an object, such as { maxDeliveries: 5 }, or undefined for the defaults: current value is ${
-        show(overrides)
+        Array.isArray(overrides) ? "an array" : show(overrides)
       }`,
     );
   }
-  if (isChecked(overrides)) return overrides as Policy;
   const keys = Object.keys(overrides);
   for (const key of keys) {
     // Own fields only: `in` would take `constructor`, `toString` or

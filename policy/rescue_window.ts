@@ -32,7 +32,8 @@ import { queueGap, queueLimit, type QueueLimits } from "./queue.ts";
  * @returns The guaranteed window in milliseconds.
  * @throws {RangeError} If a queue limit is out of its range, or a number
  * in the policy is (as {@linkcode definePolicy} checks it).
- * @throws {TypeError} If the policy is not one (as {@linkcode definePolicy} checks it).
+ * @throws {TypeError} If the policy is not one (as {@linkcode definePolicy} checks it),
+ * or the queue is `null` or not one.
  *
  * @example The default policy outlasts its rescue threshold, but not on every queue
  * ```ts
@@ -54,6 +55,13 @@ export function rescueWindow(
   queue?: QueueLimits,
 ): number {
   policy = definePolicy(policy); // what decide would use, or its error
+  // `null` is not "no queue": from JavaScript, a caller who passed it most
+  // likely meant a queue and lost it.
+  if (queue === null) {
+    throw new TypeError(
+      'Cannot compute rescue window as the queue must be its limits, such as { kind: "qstash", retries: 3 }, or undefined for the local KV queue: current value is null',
+    );
+  }
   queue ??= { kind: "kv" };
   // Delays follow deliveries 1 … n − 1; the last one is poisoned, or the
   // queue gives up after it.

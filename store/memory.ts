@@ -108,12 +108,19 @@ export class MemoryStore implements Store {
     const key = typeof options === "object" && options !== null
       ? Object.keys(options)[0]
       : undefined;
-    if (typeof options === "object" && options !== null && key === undefined) {
+    // An array is no options object, empty or not (its items are no keys).
+    const array = Array.isArray(options);
+    if (
+      typeof options === "object" && options !== null && !array &&
+      key === undefined
+    ) {
       return;
     }
     throw new TypeError(
       `Cannot create MemoryStore as it takes no options: current value is ${
-        key === undefined
+        array
+          ? "an array"
+          : key === undefined
           ? options === null ? "null" : typeof options
           : `an object with ${JSON.stringify(key.slice(0, 40))}`
       }; it keeps intents in this process's memory, one store per instance: pass nothing, or use KvStore or PostgresStore for a prefix or a database`,

@@ -111,3 +111,29 @@ Deno.test("decide and jitter refuse a random source that is not a function, in t
     "poison",
   );
 });
+
+// From JavaScript, an empty array read as no fields (the defaults) and a
+// null queue as none (the local KV queue): a caller who passed either most
+// likely meant something else.
+Deno.test("definePolicy refuses an array, and rescueWindow a null queue, saying what to pass", () => {
+  for (const given of [[], [5]]) {
+    assert.throws(
+      () => definePolicy(given as never),
+      new TypeError(
+        "Cannot define policy as its fields must come in an object, such as { maxDeliveries: 5 }, or undefined for the defaults: current value is an array",
+      ),
+    );
+    // decide reads such a policy as definePolicy does.
+    assert.throws(
+      () => decide(new Error("timeout"), 1, given as never),
+      TypeError,
+    );
+  }
+  assert.throws(
+    () => rescueWindow(DEFAULT_POLICY, null as never),
+    new TypeError(
+      'Cannot compute rescue window as the queue must be its limits, such as { kind: "qstash", retries: 3 }, or undefined for the local KV queue: current value is null',
+    ),
+  );
+  assert.equal(rescueWindow(DEFAULT_POLICY, undefined), 317_500);
+});

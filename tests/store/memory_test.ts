@@ -47,6 +47,9 @@ Deno.test("new MemoryStore() refuses an option or argument it would ignore, nami
       [url, "string"],
       [null, "null"],
       [42, "number"],
+      // An array is not an empty options object, nor are its items keys.
+      [[], "an array"],
+      [[url], "an array"],
       // A key is named to its first 40 characters.
       [{ ["k".repeat(100)]: 1 }, `an object with "${"k".repeat(40)}"`],
     ] as const
