@@ -2471,9 +2471,9 @@ export function createRelayer(options: RelayerOptions): Relayer {
       }
       throw new Error(`send: ${messageOf(error)}`, { cause: error });
     }
-    let recorded: Intent;
+    let answered: unknown;
     try {
-      recorded = await recordWrite(
+      answered = await recordWrite(
         record,
         () =>
           d.write((options) =>
@@ -2484,7 +2484,6 @@ export function createRelayer(options: RelayerOptions): Relayer {
             }, options)
           ),
       );
-      recorded = writtenIntent("recordBroadcast", current.id, recorded);
     } catch (error) {
       // On no record, it may still confirm: the resolve route reads it.
       keepUnrecorded(current.id, txHash);
@@ -2498,6 +2497,19 @@ export function createRelayer(options: RelayerOptions): Relayer {
       // is the only place an operator can find the tx that left.
       throw new Error(
         `sent ${txHash}, but its record failed: ${messageOf(error)}`,
+        { cause: error },
+      );
+    }
+    let recorded: Intent;
+    try {
+      recorded = writtenIntent("recordBroadcast", current.id, answered);
+    } catch (error) {
+      // The store's write returned without the intent: it may have written
+      // the record, so "failed" would say more than is known. Kept as on
+      // no record: the resolve route reads whichever it was.
+      keepUnrecorded(current.id, txHash);
+      throw new Error(
+        `sent ${txHash}, and its record may have landed: ${messageOf(error)}`,
         { cause: error },
       );
     }
