@@ -140,11 +140,12 @@ export function unknownSettingLines(names: Iterable<string>): string[] {
  * The lines that name each setting of `env` that is set but that nothing
  * reads, given the others: it is ignored, as a misspelt one is. The
  * service starts all the same (a setting it ignored before is no reason
- * to refuse a start after an upgrade). `PUBLIC_URL` is read only by
+ * to refuse a start after an upgrade). `PUBLIC_URL` is used only by
  * QStash's route (with its signing keys) and QStash's publisher (with
- * `QSTASH_TOKEN`); a Pub/Sub or generic setup needs none. So is
- * `QSTASH_RETRIES` (the route's check of QStash's limit, and the
- * publisher's `Upstash-Retries`). Pub/Sub's backoffs, retention and
+ * `QSTASH_TOKEN`); a Pub/Sub or generic setup needs none, and its line says
+ * it is still read, to refuse the docs' local-run secrets at a URL off this
+ * machine. `QSTASH_RETRIES` is read only by QStash too (the route's
+ * check of QStash's limit, and the publisher's `Upstash-Retries`). Pub/Sub's backoffs, retention and
  * delivery attempts are read only by the check of a Pub/Sub push route
  * (`PUBSUB_AUDIENCE`). `DENO_KV_ACCESS_TOKEN` is read only with `KV_URL`
  * (off Deno Deploy, whose runtime may open its own database with it).
@@ -202,9 +203,11 @@ function unreadBesideLines(
     // on its own): QStash's route alone reads these, with its signing keys.
     const needs =
       "which needs QSTASH_CURRENT_SIGNING_KEY and QSTASH_NEXT_SIGNING_KEY, and neither is set, so it is ignored: set both signing keys from the QStash console to take QStash's deliveries, or remove it";
+    // Not "ignored": the start reads it to refuse the docs' local-run
+    // secrets at a URL off this machine, QStash or not.
     if (env.PUBLIC_URL && !keys) {
       lines.push(
-        `relayer: PUBLIC_URL is set, but a Cloudflare Worker reads it only for QStash's route, ${needs}`,
+        "relayer: PUBLIC_URL is set, but a Cloudflare Worker uses it only for QStash's route, which needs QSTASH_CURRENT_SIGNING_KEY and QSTASH_NEXT_SIGNING_KEY, and neither is set, so it is read only to refuse the docs' local-run secrets at a URL off this machine: set both signing keys from the QStash console to take QStash's deliveries",
       );
     }
     if (env.QSTASH_RETRIES && !keys) {
@@ -215,7 +218,7 @@ function unreadBesideLines(
   } else if (!keys && !env.QSTASH_TOKEN) {
     if (env.PUBLIC_URL) {
       lines.push(
-        "relayer: PUBLIC_URL is set, but only QStash reads it (its route, with QSTASH_CURRENT_SIGNING_KEY and QSTASH_NEXT_SIGNING_KEY; its publisher, with QSTASH_TOKEN) and none of those is set, so it is ignored",
+        "relayer: PUBLIC_URL is set, but the service uses it only for QStash (its route, with QSTASH_CURRENT_SIGNING_KEY and QSTASH_NEXT_SIGNING_KEY; its publisher, with QSTASH_TOKEN) and none of those is set, so it is read only to refuse the docs' local-run secrets at a URL off this machine",
       );
     }
     if (env.QSTASH_RETRIES) {

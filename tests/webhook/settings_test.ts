@@ -29,10 +29,22 @@ Deno.test("unreadSettingLines() names PUBLIC_URL set where nothing reads it: no 
     WEBHOOK_SECRET: "a-webhook-secret-16",
   };
   const line =
-    "relayer: PUBLIC_URL is set, but only QStash reads it (its route, with QSTASH_CURRENT_SIGNING_KEY and QSTASH_NEXT_SIGNING_KEY; its publisher, with QSTASH_TOKEN) and none of those is set, so it is ignored";
+    "relayer: PUBLIC_URL is set, but the service uses it only for QStash (its route, with QSTASH_CURRENT_SIGNING_KEY and QSTASH_NEXT_SIGNING_KEY; its publisher, with QSTASH_TOKEN) and none of those is set, so it is read only to refuse the docs' local-run secrets at a URL off this machine";
   const alone = { ...base, PUBLIC_URL: "https://relayer.example.com" };
-  // The service starts: it is ignored, and said so.
+  // The service starts, and said so; PUBLIC_URL is still read to refuse the
+  // docs' local-run secrets at a URL off this machine.
   assert.equal(loadConfig(alone).qstash, undefined);
+  assert.throws(
+    () => loadConfig({ ...alone, WEBHOOK_SECRET: "local-secret-0123456789" }),
+    /this service is reached at PUBLIC_URL, off this machine/,
+  );
+  assert.equal(
+    loadConfig({
+      ...base,
+      WEBHOOK_SECRET: "local-secret-0123456789",
+    }).qstash,
+    undefined,
+  );
   assert.deepEqual(unreadSettingLines(alone), [line]);
   assert.deepEqual(
     unreadSettingLines({
