@@ -136,7 +136,10 @@ Deno.test("createQueueHandler() refuses a jobs queue whose message retention end
 /**
  * The wait, in seconds, the handler asks of a give-up on the dead-letter
  * queue that finds another delivery's send in flight (the Worker that sent
- * it gone), with the relayer `options` give.
+ * it gone), with the relayer `options` give. The send is another
+ * relayer's on the same store, as another Worker's is: a send of the
+ * handler's own relayer would hold the give-up for its receipts budget
+ * (5 s) first.
  */
 async function busyGiveUpWaitS(
   options: { policy?: { capMs: number } } = {},
@@ -151,21 +154,24 @@ async function busyGiveUpWaitS(
   const released = new Promise<void>((resolve) => (release = resolve));
   let started!: () => void;
   const sending = new Promise<void>((resolve) => (started = resolve));
-  const relayer = createRelayer({
-    store,
-    sender: {
-      async send() {
-        started();
-        await released;
-        return { txHash: "0xheld" };
+  const relayerOver = () =>
+    createRelayer({
+      store,
+      sender: {
+        async send() {
+          started();
+          await released;
+          return { txHash: "0xheld" };
+        },
+        receipt: () => Promise.resolve("pending"),
       },
-      receipt: () => Promise.resolve("pending"),
-    },
-    random: () => 0.999,
-    ...options,
-  });
+      random: () => 0.999,
+      ...options,
+    });
+  const relayer = relayerOver();
   const queue = handler(relayer);
-  const delivery = relayer.deliver(job, 1); // its send holds the lease
+  // Another Worker's delivery: its send holds the lease.
+  const delivery = relayerOver().deliver(job, 1);
   await sending;
   const wait = { s: 0 };
   const calls: string[] = [];
@@ -407,21 +413,23 @@ Deno.test("createQueueHandler()'s retention rule at its edges: a wait of a fract
   });
   let started!: () => void;
   const sending = new Promise<void>((resolve) => (started = resolve));
-  const short = createRelayer({
-    store,
-    sender: {
-      send() {
-        started();
-        return new Promise<never>(() => {}); // a Worker that died mid-send
+  const shortOver = () =>
+    createRelayer({
+      store,
+      sender: {
+        send() {
+          started();
+          return new Promise<never>(() => {}); // a Worker that died mid-send
+        },
+        receipt: () => Promise.resolve("pending"),
       },
-      receipt: () => Promise.resolve("pending"),
-    },
-    policy: { maxDeliveries: 4 },
-    leaseMs: 10_000,
-    clockSkewMs: 0,
-    random: () => 0.999,
-  });
-  void short.deliver(job, 1); // its send holds the lease
+      policy: { maxDeliveries: 4 },
+      leaseMs: 10_000,
+      clockSkewMs: 0,
+      random: () => 0.999,
+    });
+  const short = shortOver();
+  void shortOver().deliver(job, 1); // another Worker's: its send holds the lease
   await sending;
   const wait = { s: 0 };
   await handler(short, { maxRetries: 3 })({
