@@ -32,7 +32,9 @@ const SECRET = "shutdown-secret-0123456789";
 /**
  * `main.ts` on KV in a temp dir (or on the database `env` attaches), with a signer whose sends take `holdMs` (1.5 s) and
  * an authorized intent `intentId`, healthy; `body` runs against it, and
- * everything is stopped and removed after, whatever happens.
+ * everything is stopped and removed after, whatever happens. With
+ * `releaseOn`, the signer ends its sends as soon as `main.ts` writes a
+ * line that matches it (a drain begun), `holdMs` at the latest.
  */
 async function withServedMain(
   env: Record<string, string>,
@@ -44,7 +46,7 @@ async function withServedMain(
     base: string;
     dir: string;
   }) => Promise<void>,
-  holdMs = 1500,
+  { holdMs = 1500, releaseOn }: { holdMs?: number; releaseOn?: RegExp } = {},
 ): Promise<void> {
   const dir = await Deno.makeTempDir({ prefix: "relayer_shutdown_" });
   const signer = slowSigner(holdMs);
@@ -57,7 +59,12 @@ async function withServedMain(
     // On Deno Deploy, the database it attached; elsewhere a file.
     ...("DENO_KV_DEFAULT_PATH" in env ? {} : { KV_PATH: `${dir}/relayer.kv` }),
     ...env,
-  }, { writeDir: dir });
+  }, {
+    writeDir: dir,
+    onLine: (line) => {
+      if (releaseOn?.test(line)) signer.release();
+    },
+  });
   signal.addEventListener("abort", service.kill);
   // Port 0: the child binds a port the system picks, and says which.
   const base = await service.base() ?? "http://127.0.0.1:0";
@@ -124,6 +131,8 @@ Deno.test(
           kv.close();
         }
       },
+      // The send ends once the drain has begun: the drain waited for it.
+      { releaseOn: /relayer: SIGTERM: draining/ },
     )),
 );
 
@@ -162,7 +171,7 @@ Deno.test(
               /relayer: 1 delivery still running was cut short .*; KV closed/,
             );
           },
-          6_000,
+          { holdMs: 6_000 },
         );
       } finally {
         await database.shutdown();
@@ -191,6 +200,7 @@ Deno.test(
           assert.equal(code, 0, `${stdout}\n${stderr}`);
           assert.match(stdout, /relayer: drained; KV closed/);
         },
+        { releaseOn: /relayer: SIGTERM: draining/ },
       ),
   ),
 );
@@ -224,7 +234,7 @@ Deno.test(
             /relayer: SIGTERM again: exiting now; 1 delivery still running was cut short \(their leases expire and the queue redelivers\)/,
           );
         },
-        3_000,
+        { holdMs: 3_000 },
       ),
   ),
 );
@@ -261,7 +271,7 @@ Deno.test(
           assert.match(stdout, /relayer: drained; KV closed/);
           assert.equal(signer.counts.finished, 1);
         },
-        1_000,
+        { holdMs: 1_000 },
       ),
   ),
 );
