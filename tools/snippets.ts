@@ -15,7 +15,9 @@
  * the block out of `deno task test`, not out of this check):
  * - `ts`: written to a file, type-checked (the files of every block at
  *   once, in one `deno check`; each alone where that names an error of no
- *   one block) and run with `deno run`, no permissions; a
+ *   one block, or where the block declares globals, a module or a
+ *   reference, which would reach the others) and run with `deno run`, no
+ *   permissions; a
  *   line `expression; // { key: value, … }` must give those fields
  *   (see {@linkcode withPromisesChecked}), and a `console.log(x); // 503: …`
  *   must print a line that starts so;
@@ -421,7 +423,13 @@ export async function snippetResults(
         const noRun = snippet.tags.includes("no-run");
         const skipped = !noRun && snippet.tags.includes("postgres") &&
           !config.exports["./postgres"];
-        if (!(noRun && !snippet.tags.includes("ignore")) && !skipped) {
+        // A block that declares for the whole program is checked alone: in
+        // one program with the others, its globals would type-check a block
+        // that does not type-check in its reader's editor.
+        if (
+          !(noRun && !snippet.tags.includes("ignore")) && !skipped &&
+          !declaresForAll(snippet.code)
+        ) {
           files.set(index, file);
         }
       }
@@ -531,6 +539,16 @@ export async function snippetResults(
     await Deno.remove(dir, { recursive: true });
   }
   return results;
+}
+
+/**
+ * Whether `code` declares something for every file of a program it is
+ * checked in: a `declare global` or `declare module "…"` block, or a
+ * triple-slash reference (a lib or types for all).
+ */
+function declaresForAll(code: string): boolean {
+  return /\bdeclare\s+(?:global\b|module\s*["'`])|^\s*\/\/\/\s*<reference\b/m
+    .test(code);
 }
 
 /**

@@ -160,7 +160,7 @@ Deno.test("snippetResults() type-checks and runs a doc's ts blocks from a projec
   const file = `${dir}/doc.md`;
   const fence = "```";
   const blocks = [
-    // Each block's fence is on line 3, 9, 15, 20, 25 and 30.
+    // Each block's fence is on line 3, 9, 15, 20, 25, 30, 35 and 44.
     // 3: runs, and its promise holds.
     'import { backoff } from "@relayer/poison";\nbackoff(2, { baseMs: 5000, capMs: 120000 }); // { }',
     // 9: a type error, which deno run alone would not see.
@@ -173,6 +173,10 @@ Deno.test("snippetResults() type-checks and runs a doc's ts blocks from a projec
     'const n: number = "one";',
     // 30: no-run, but deno test --doc would run it.
     'await fetch("http://192.0.2.1:9/");',
+    // 35: declares a global, checked alone, with a type error.
+    'declare global {\n  var docGlobal: number;\n}\nglobalThis.docGlobal = "one";\nexport {};',
+    // 44: runs, but type-checks only beside 35's global, not alone.
+    "const v: number | undefined = globalThis.docGlobal;\nconsole.log(v);",
   ];
   const tags = [
     "ts",
@@ -181,6 +185,8 @@ Deno.test("snippetResults() type-checks and runs a doc's ts blocks from a projec
     "ts ignore no-run",
     "ts ignore no-run",
     "ts no-run",
+    "ts",
+    "ts",
   ];
   const markdown = blocks.map((code, i) =>
     `# ${i}\n\n${fence}${tags[i]}\n${code}\n${fence}\n`
@@ -201,6 +207,8 @@ Deno.test("snippetResults() type-checks and runs a doc's ts blocks from a projec
       20: "ok",
       25: "FAIL",
       30: "FAIL",
+      35: "FAIL",
+      44: "FAIL",
     }, results.join("\n"));
     const detail = (line: number) =>
       results.find((r) => r.includes(`doc.md:${line} `))!;
@@ -208,6 +216,8 @@ Deno.test("snippetResults() type-checks and runs a doc's ts blocks from a projec
     assert.match(detail(15), /Error: ran/);
     assert.match(detail(25), /TS2322/);
     assert.match(detail(30), /marked no-run without ignore/);
+    assert.match(detail(35), /TS2322/);
+    assert.match(detail(44), /TS7017/);
   } finally {
     await Deno.remove(dir, { recursive: true });
   }
