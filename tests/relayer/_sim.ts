@@ -9,7 +9,6 @@
  * @module
  */
 
-import { setImmediate } from "node:timers";
 import {
   createRelayer,
   notSent,
@@ -562,9 +561,7 @@ class SimChain implements Sender {
       this.sends.set(id, n + 1);
       const plan = this.plans.get(id)!;
       const kind = plan.sends[Math.min(n, plan.sends.length - 1)]!;
-      // Let a duplicate interleave: a turn of the event loop, without the
-      // ~4 ms a setTimeout nested this deep is held to.
-      await new Promise((resolve) => setImmediate(resolve));
+      await new Promise((resolve) => setTimeout(resolve, 0)); // let a duplicate interleave
       switch (kind) {
         case "sent": {
           this.maybeSent.add(id);
