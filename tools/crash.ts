@@ -1787,6 +1787,50 @@ export function resolveAnswer(
 }
 
 /**
+ * Whether the operator may stop at the end of a run: no resolution to be
+ * made again, and no payment still in review with nothing on the chain
+ * (or whose last resolution the store failed under) that it has not
+ * resolved.
+ *
+ * @example
+ * ```ts
+ * import { operatorMayStop } from "./crash.ts";
+ * import assert from "node:assert/strict";
+ *
+ * const done = { resolved: true, resolving: false, onChain: false, storeFailed: false, lastSeen: "needs_review" } as const;
+ * assert.equal(operatorMayStop([done], 0), true);
+ * assert.equal(operatorMayStop([{ ...done, resolved: false }], 0), false);
+ * ```
+ *
+ * @param payments What the operator knows of each: whether it resolved
+ *   it, whether a resolution of it is under way, whether the chain holds
+ *   a tx of it, whether the store failed under its last resolution, and
+ *   the state its last read saw.
+ * @param again How many resolutions are to be made again.
+ * @returns Whether it may stop.
+ */
+export function operatorMayStop(
+  payments: readonly {
+    readonly resolved: boolean;
+    readonly resolving: boolean;
+    readonly onChain: boolean;
+    readonly storeFailed: boolean;
+    readonly lastSeen: State | undefined;
+  }[],
+  again: number,
+): boolean {
+  // A resolution under way counts as its payment's: it is marked
+  // resolved as it is sent, and unmarked when the answer says to make it
+  // again (a 409 send-ended, at once).
+  return again === 0 &&
+    !payments.some((p) =>
+      p.resolving ||
+      (!p.resolved && (!p.onChain || p.storeFailed) &&
+        p.lastSeen === "needs_review")
+    );
+}
+
+/**
  * Whether the operator has a payment to look at: not resolved yet (or its
  * resolution to be made again), not waiting out a 409 `send-in-flight`,
  * and last read in review, or its job ended with no later read that left
@@ -3560,6 +3604,8 @@ async function runCrashTest(
   const plans: { id: string; initial: State; behaviour: Behaviour }[] = [];
   /** The intents an operator resolved (or tried to), and to what. */
   const resolvedBy = new Map<string, "settled" | "failed">();
+  /** The payments whose resolution the operator has sent and not yet read the answer of. */
+  const resolving = new Set<string>();
   let allEnded = false;
 
   const onSignal = () => {
@@ -4925,6 +4971,7 @@ async function runCrashTest(
           if (resolution === null) continue;
           const { to } = resolution;
           resolvedBy.set(plan.id, to);
+          resolving.add(plan.id);
           const inCancel = duringCancel(stats.dbFaults, now());
           const { status, body } = await ops(
             `/v1/intents/${plan.id}/resolve`,
@@ -5060,6 +5107,8 @@ async function runCrashTest(
           // under a read after it: read it again later, and resolve it
           // again if it is still in review.
           resolveAgain.add(plan.id);
+        } finally {
+          resolving.delete(plan.id);
         }
       }
     }
@@ -5497,12 +5546,16 @@ async function runCrashTest(
     const finishBy = performance.now() + OPERATOR_FINISH_MS;
     while (
       !failure && performance.now() < finishBy &&
-      (resolveAgain.size > 0 ||
-        plans.some((p) =>
-          !resolvedBy.has(p.id) &&
-          (!stub.onChain(p.id) || storeFailedResolutions.has(p.id)) &&
-          observed.get(p.id).at(-1)?.state === "needs_review"
-        ))
+      !operatorMayStop(
+        plans.map((p) => ({
+          resolved: resolvedBy.has(p.id),
+          resolving: resolving.has(p.id),
+          onChain: stub.onChain(p.id),
+          storeFailed: storeFailedResolutions.has(p.id),
+          lastSeen: observed.get(p.id).at(-1)?.state,
+        })),
+        resolveAgain.size,
+      )
     ) {
       await sleep(50);
     }

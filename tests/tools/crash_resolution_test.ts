@@ -16,6 +16,7 @@ import {
   awaitsOperator,
   duringCancel,
   holdAgainstState,
+  operatorMayStop,
   operatorResolution,
   resolutionRefused,
   resolutionStuck,
@@ -249,4 +250,38 @@ Deno.test("operatorResolution() settles a payment with a confirmed tx, fails one
   // A tx on the chain with no hash on record (its send's answer lost):
   // a fail would void the hold of a payment that may be made.
   assert.equal(operatorResolution([], confirmed, true), null);
+});
+
+Deno.test("operatorMayStop() waits for a resolution under way: one answered 409 send-ended is made again, and stopping as it was sent left it in review", () => {
+  const payment = {
+    resolved: true,
+    resolving: false,
+    onChain: false,
+    storeFailed: false,
+    lastSeen: "needs_review",
+  } as const;
+  assert.equal(operatorMayStop([payment], 0), true);
+  // Marked resolved as its POST is sent; a 409 send-ended unmarks it and
+  // it is made again at once: the operator may not stop in between.
+  assert.equal(operatorMayStop([{ ...payment, resolving: true }], 0), false);
+  assert.equal(operatorMayStop([{ ...payment, resolved: false }], 0), false);
+  assert.equal(operatorMayStop([payment], 1), false);
+  // On the chain, or out of review: nothing for the operator.
+  assert.equal(
+    operatorMayStop([{ ...payment, resolved: false, onChain: true }], 0),
+    true,
+  );
+  assert.equal(
+    operatorMayStop([{ ...payment, resolved: false, lastSeen: "failed" }], 0),
+    true,
+  );
+  assert.equal(
+    operatorMayStop([{
+      ...payment,
+      resolved: false,
+      onChain: true,
+      storeFailed: true,
+    }], 0),
+    false,
+  );
 });
