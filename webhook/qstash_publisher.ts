@@ -11,6 +11,7 @@
  */
 
 import { ROUTE_AT_END } from "./_routes.ts";
+import { resetInMs, retryAfterMs } from "./_rate_limit_waits.ts";
 import { cutAt, messageOf, secretMasker } from "../policy/_walk.ts";
 import { assertOptionNames, MAX_TIMER_MS, show } from "../policy/_validate.ts";
 import { sha256 } from "@noble/hashes/sha2.js";
@@ -483,43 +484,6 @@ function rateLimited(
 
 /** The longest wait a 429 is taken to ask: its daily limit resets within a day. */
 const MAX_WAIT_MS = 86_400_000;
-
-/**
- * `Retry-After` (RFC 9110: seconds, or an HTTP date) in milliseconds from
- * `now`; fractional seconds are taken as seconds. Anything else is not
- * read (`undefined`): `Date.parse` would take "1.5" or "2-3" for dates
- * long past, a wait of 0 s.
- */
-function retryAfterMs(value: string | null, now: number): number | undefined {
-  if (value === null) return undefined;
-  const text = value.trim();
-  const seconds = /^(\d+)(?:\.(\d+))?$/.exec(text);
-  if (seconds) {
-    // Read as decimals, not as Number(text) * 1000: 16.1 × 1000 is
-    // 16,100.000000000002 in floating point, which rounded up asked a
-    // millisecond more. A fraction of a millisecond is waited for whole.
-    const [, whole, fraction = ""] = seconds;
-    const ms = Number(whole) * 1000 +
-      Number(fraction.slice(0, 3).padEnd(3, "0"));
-    return /[1-9]/.test(fraction.slice(3)) ? ms + 1 : ms;
-  }
-  // An HTTP date names its day and month in letters (IMF-fixdate and the
-  // two obsolete forms RFC 9110 still reads).
-  if (!/[A-Za-z]{3}/.test(text)) return undefined;
-  const at = Date.parse(text);
-  return Number.isFinite(at) ? Math.max(0, at - now) : undefined;
-}
-
-/**
- * A limit's reset, a unix timestamp, in milliseconds from `now`. QStash
- * documents no unit: a value past 10^12 is read as milliseconds (that is
- * 2001 in them, and the year 33658 in seconds), any other as seconds.
- */
-function resetInMs(value: string | null, now: number): number | undefined {
-  if (value === null || !/^\d+(\.\d+)?$/.test(value.trim())) return undefined;
-  const stamp = Number(value.trim());
-  return Math.max(0, (stamp > 1e12 ? stamp : stamp * 1000) - now);
-}
 
 function httpUrl(name: string, value: string): string {
   let url: URL;
