@@ -46,6 +46,7 @@ import { sha256 } from "@noble/hashes/sha2.js";
 import { bytesToHex } from "@noble/hashes/utils.js";
 import { BusyError } from "../store/busy_error.ts";
 import { isHeldBySession } from "../store/_held_lock.ts";
+import { isNotWritten } from "../store/_not_written.ts";
 import { MAX_TX_HASH } from "./_tx_hash.ts";
 import { DEFAULT_LEASE_MS, registerSends, resolveArrivals } from "./_sends.ts";
 import { leaveUnrecorded } from "./_unrecorded_claims.ts";
@@ -2491,12 +2492,19 @@ export function createRelayer(options: RelayerOptions): Relayer {
         // Busy, as any held lease is, and the hash still goes in the log.
         throw new SentBusyError(txHash, error);
       }
-      // The hash is in no store now (the record failed; "broadcasting"
-      // stays, so the payment waits, then is rescued with the same nonce,
+      // The hash may be in no store now (its record may not have landed;
+      // "broadcasting" stays, so the payment waits, then is rescued with the same nonce,
       // or goes to review): the delivery's reason, the worker's log line,
-      // is the only place an operator can find the tx that left.
+      // is the only place an operator can find the tx that left. Only a
+      // refusal says nothing was written: any other error (a connection
+      // reset after the commit went out, a write not answered in time)
+      // says nothing of whether it landed, and "failed" would say more.
       throw new Error(
-        `sent ${txHash}, but its record failed: ${messageOf(error)}`,
+        record.refused || isNotWritten(error)
+          ? `sent ${txHash}, but its record failed: ${messageOf(error)}`
+          : `sent ${txHash}, and its record may have landed: ${
+            messageOf(error)
+          }`,
         { cause: error },
       );
     }

@@ -31,6 +31,7 @@ import {
 } from "../_stores.ts";
 import { deadLetter } from "../store/_contract.ts";
 import { unmarkingRefusals } from "./_unmarked.ts";
+import { notWritten } from "../../store/_not_written.ts";
 
 const job = { intentId: "pi_0001", kind: "settle" } as const;
 /**
@@ -1654,18 +1655,33 @@ function suite(backend: Backend): void {
     assert.equal(await t.store.getDeadLetter("pi_0001/settle"), null);
   });
 
-  test("createRelayer() leaves the store's failure of a send's record to the policy: at the last delivery the payment goes to review, the hash that left in its letter", async () => {
-    const t = await failingOnce("recordBroadcast");
-    t.chain.receipts["0x1"] = "dropped"; // rescued at once
-    t.state.fail = new Error("connection reset by peer");
-    const outcome = await t.relayer.deliver(job, 5);
-    assert.equal(t.chain.sends(), 1);
-    assert.equal(outcome.action, "poison", JSON.stringify(outcome));
-    assert.equal((await intent(t.store)).state, "needs_review");
-    assert.equal(
-      (await t.store.getDeadLetter("pi_0001/settle"))?.lastError,
-      "sent 0x2, but its record failed: connection reset by peer",
-    );
+  test("createRelayer() leaves the store's failure of a send's record to the policy: at the last delivery the payment goes to review, the hash that left in its letter, its record said to have failed only where the store marked it not written", async () => {
+    // A connection reset says nothing of whether the commit landed; a
+    // write the store marked as not written did not.
+    for (
+      const [fail, said] of [
+        [
+          new Error("connection reset by peer"),
+          "sent 0x2, and its record may have landed: connection reset by peer",
+        ],
+        [
+          notWritten(new Error("the database refused the write")),
+          "sent 0x2, but its record failed: the database refused the write",
+        ],
+      ] as const
+    ) {
+      const t = await failingOnce("recordBroadcast");
+      t.chain.receipts["0x1"] = "dropped"; // rescued at once
+      t.state.fail = fail;
+      const outcome = await t.relayer.deliver(job, 5);
+      assert.equal(t.chain.sends(), 1);
+      assert.equal(outcome.action, "poison", JSON.stringify(outcome));
+      assert.equal((await intent(t.store)).state, "needs_review");
+      assert.equal(
+        (await t.store.getDeadLetter("pi_0001/settle"))?.lastError,
+        said,
+      );
+    }
   });
 
   test("createRelayer() backs a busy delivery off by the policy's delay for its number, as a failure would be, or by what is left of the lease that refused it if longer: busy answers spend a queue's retries no faster", async () => {
