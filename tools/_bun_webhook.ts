@@ -545,12 +545,27 @@ try {
   console.log(JSON.stringify({ deadLetter: letter, pass: kept }));
   // The readiness probe: a store read raced against a timer.
   const ready = await fetch(`${base}/readyz`);
-  const readyBody = await ready.json() as unknown;
+  const readyText = await ready.text();
   const isReady = ready.status === 200 &&
-    JSON.stringify(readyBody) === JSON.stringify({ status: "ready" });
+    readyText === JSON.stringify({ status: "ready" });
   ok &&= isReady;
   console.log(
     JSON.stringify({ route: "/readyz", status: ready.status, pass: isReady }),
+  );
+  // HEAD's Content-Length is its GET's (RFC 9110 §9.3.2), and no body.
+  const head = await fetch(`${base}/readyz`, { method: "HEAD" });
+  const headBody = await head.text();
+  const length = String(new TextEncoder().encode(readyText).byteLength);
+  check(
+    "HEAD /readyz",
+    head.status === 200 && head.headers.get("content-length") === length &&
+      headBody === "",
+    {
+      status: head.status,
+      contentLength: head.headers.get("content-length"),
+      getLength: length,
+      body: headBody,
+    },
   );
   await overTheLimit();
   await notUtf8();

@@ -553,10 +553,20 @@ test("qstashPublisher() on Node: a 429 says when to try again, a publish past ti
   }
 });
 
-test("GET /readyz reads the store (200), and DELETE discards the dead letter of the failed intent", async () => {
+test("GET /readyz reads the store (200), HEAD answers its Content-Length, and DELETE discards the dead letter of the failed intent", async () => {
   const ready = await fetch(`${base}/readyz`);
   assert.equal(ready.status, 200);
-  assert.deepEqual(await ready.json(), { status: "ready" });
+  const readyBody = await ready.text();
+  assert.deepEqual(JSON.parse(readyBody), { status: "ready" });
+  // HEAD's Content-Length is its GET's (RFC 9110 §9.3.2), through
+  // @hono/node-server's node:http too, and no body.
+  const head = await fetch(`${base}/readyz`, { method: "HEAD" });
+  assert.equal(head.status, 200);
+  assert.equal(
+    head.headers.get("content-length"),
+    String(new TextEncoder().encode(readyBody).byteLength),
+  );
+  assert.equal(await head.text(), "");
   // The letter the declared poison kept above: its intent failed.
   const letter = await store.getDeadLetter("pi_0005_notsent/settle");
   assert.ok(letter !== null);
