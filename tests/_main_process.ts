@@ -26,7 +26,9 @@ export function baseEnv(): Record<string, string> {
  * Handed to a child to serve on, it may be another process's by the time
  * the child binds it (the machine is shared): a child that must serve is
  * started on port 0 instead ({@linkcode startMain} without a port), and
- * {@linkcode MainProcess.base} says where it listens.
+ * {@linkcode MainProcess.base} says where it listens; where it cannot be
+ * (`deno serve --parallel`: on port 0 each isolate binds its own), it is
+ * started again on another port probed when it is refused the first.
  */
 export function freePort(
   hold = false,
@@ -177,7 +179,7 @@ export function listeningOn(line: string): string | null {
 }
 
 /** All of `stream` as text, `onLine` called with each whole line as it comes. */
-async function readLines(
+export async function readLines(
   stream: ReadableStream<Uint8Array>,
   onLine: (line: string) => void,
 ): Promise<string> {

@@ -10,6 +10,7 @@ import assert from "node:assert/strict";
 import {
   freePort,
   healthy,
+  type MainProcess,
   signedDelivery,
   startMain,
 } from "./_main_process.ts";
@@ -28,37 +29,25 @@ Deno.test(
   timeout(30_000, async (_t, signal) => {
     const dir = await Deno.makeTempDir({ prefix: "relayer_parallel_" });
     const signer = slowSigner(3_000);
-    // A fixed port: on port 0 each isolate would bind a port of its own.
-    const { port } = freePort();
-    // Each isolate says its start line before it serves: until the last
-    // has, the first takes every connection, and the drained isolate this
-    // test is about would hold none.
-    let started = 0;
-    let allStarted = () => {};
-    const everyIsolate = new Promise<void>((resolve) => allStarted = resolve);
-    const service = startMain({
-      SENDER_URL: signer.url,
-      SENDER_TIMEOUT: "5s",
-      LEASE: "10s",
-      WEBHOOK_SECRET: SECRET,
-      OPS_TOKEN,
-      KV_PATH: `${dir}/relayer.kv`,
-      DENO_JOBS: String(ISOLATES),
-    }, {
-      writeDir: dir,
-      port,
-      flags: ["--parallel"],
-      onLine(line) {
-        if (/^relayer: at most \d+ deliveries/.test(line)) {
-          if (++started === ISOLATES) allStarted();
-        }
+    const { service, base, port, everyIsolate } = await startParallel(
+      {
+        SENDER_URL: signer.url,
+        SENDER_TIMEOUT: "5s",
+        LEASE: "10s",
+        WEBHOOK_SECRET: SECRET,
+        OPS_TOKEN,
+        KV_PATH: `${dir}/relayer.kv`,
+        DENO_JOBS: String(ISOLATES),
       },
+      dir,
+      signal,
+    ).catch(async (error: unknown) => {
+      await signer.close();
+      await Deno.remove(dir, { recursive: true });
+      throw error;
     });
-    signal.addEventListener("abort", service.kill);
     const held: Deno.Conn[] = [];
     try {
-      const base = await service.base();
-      assert.ok(base !== null, "the service did not say it listens");
       await healthy(base);
       await everyIsolate;
       // Its listener is bound once its module has run.
@@ -122,3 +111,53 @@ Deno.test(
     }
   }),
 );
+
+/**
+ * `main.ts` under `deno serve --parallel` on a port probed free, with
+ * `env`, writing `dir`; killed on `signal`'s abort. A fixed port: on port
+ * 0 each isolate would bind a port of its own. A process that takes it
+ * between the probe and the bind (the machine is shared) has the service
+ * refuse it, and another port is probed; at most three.
+ *
+ * Each isolate says its start line before it serves: until the last has,
+ * the first takes every connection (`everyIsolate` waits for them all).
+ */
+async function startParallel(
+  env: Record<string, string>,
+  dir: string,
+  signal: AbortSignal,
+  probe: () => number = () => freePort().port,
+): Promise<
+  {
+    service: MainProcess;
+    base: string;
+    port: number;
+    everyIsolate: Promise<void>;
+  }
+> {
+  for (let attempt = 1;; attempt++) {
+    const port = probe();
+    let started = 0;
+    let allStarted = () => {};
+    const everyIsolate = new Promise<void>((resolve) => allStarted = resolve);
+    const service = startMain(env, {
+      writeDir: dir,
+      port,
+      flags: ["--parallel"],
+      onLine(line) {
+        if (/^relayer: at most \d+ deliveries/.test(line)) {
+          if (++started === ISOLATES) allStarted();
+        }
+      },
+    });
+    signal.addEventListener("abort", service.kill);
+    const base = await service.base();
+    if (base !== null) return { service, base, port, everyIsolate };
+    signal.removeEventListener("abort", service.kill);
+    service.kill();
+    const { stderr } = await service.ended();
+    if (attempt === 3 || !/the address to listen on is in use/.test(stderr)) {
+      assert.fail(`the service did not say it listens: ${stderr}`);
+    }
+  }
+}

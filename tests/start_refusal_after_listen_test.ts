@@ -9,7 +9,7 @@
  */
 
 import assert from "node:assert/strict";
-import { baseEnv, freePort } from "./_main_process.ts";
+import { baseEnv, listeningOn, readLines } from "./_main_process.ts";
 import { timeout } from "./_timeout.ts";
 
 const ROOT = new URL("../", import.meta.url).pathname;
@@ -30,9 +30,10 @@ for (
     timeout(30_000, async () => {
       const dir = await Deno.makeTempDir({ prefix: "relayer_listened_" });
       const trigger = `${dir}/reject`;
-      const { port } = freePort();
       // Served as Deno Deploy serves it (deno run, DENO_AUTO_SERVE), the
       // one way to run a module before it (deno serve runs no --preload).
+      // Port 0: the runtime binds a port the system picks, and main.ts says
+      // which (a port probed free here could be another process's by then).
       const child = new Deno.Command(Deno.execPath(), {
         args: [
           "run",
@@ -48,22 +49,31 @@ for (
         env: {
           ...baseEnv(),
           DENO_AUTO_SERVE: "1",
-          DENO_SERVE_ADDRESS: `tcp:127.0.0.1:${port}`,
+          DENO_SERVE_ADDRESS: "tcp:127.0.0.1:0",
           SENDER_URL: "http://127.0.0.1:9/",
           WEBHOOK_SECRET: "start-secret-0123456789abcdef",
           KV_PATH: `${dir}/relayer.kv`,
           RELAYER_TEST_REJECT: trigger,
         },
         stdin: "null",
-        stdout: "null",
+        stdout: "piped",
         stderr: "piped",
       }).spawn();
       const stderr = new Response(child.stderr).text();
+      let heard!: (base: string | null) => void;
+      const listening = new Promise<string | null>((resolve) =>
+        heard = resolve
+      );
+      const stdout = readLines(child.stdout, (line) => {
+        const at = listeningOn(line);
+        if (at !== null) heard(at);
+      }).finally(() => heard(null));
       const stop = new AbortController();
       try {
         const ended = child.status.finally(() => stop.abort());
-        await answering(`http://127.0.0.1:${port}`, stop.signal);
-        if (stop.signal.aborted) {
+        const base = await listening;
+        if (base !== null) await answering(base, stop.signal);
+        if (base === null || stop.signal.aborted) {
           assert.fail(`main.ts did not start: ${await stderr}`);
         }
         await Deno.writeTextFile(trigger, `${kind}\n${message}`);
@@ -80,6 +90,7 @@ for (
         }
         await child.status;
         await stderr;
+        await stdout.catch(() => {});
         await Deno.remove(dir, { recursive: true });
       }
     }),
