@@ -6,7 +6,10 @@
  * store, and each one sent between a write's `BEGIN` (the query that
  * sets `relayer.in_write`) and its `COMMIT`, begins with the mark. Each
  * of the store's write methods ran, and sent marked statements: a method
- * that wrote around `#transaction`'s commit would show here unmarked.
+ * that wrote around `#transaction`'s commit would show here unmarked. The
+ * contract runs twice: on a client that fetches types (the store's writes
+ * go as one flight) and on one made with `fetch_types: false` (they go
+ * through `sql.begin`).
  *
  * @module
  */
@@ -39,6 +42,13 @@ const WRITES = [
   "redrive",
 ] as const;
 
+/**
+ * The store's two ways to write: one flight of statements, or `sql.begin`
+ * (a client made with `fetch_types: false`).
+ */
+const PATHS = ["flight", "sql.begin"] as const;
+type Path = typeof PATHS[number];
+
 /** A statement that writes a table (not a read's `FOR UPDATE`). */
 const WRITING = /\b(INSERT\s+INTO|UPDATE\s+"[^"]+"\."|DELETE\s+FROM)\s/i;
 
@@ -47,22 +57,36 @@ Deno.test({
     "PostgresStore: every statement of every write (the store contract's) begins with the mark the tables' guard looks for",
   ignore: !postgresAvailable,
   async fn(t) {
-    const sent: { connection: number; text: string; during: string[] }[] = [];
+    const sent: {
+      path: Path;
+      connection: number;
+      text: string;
+      during: string[];
+    }[] = [];
     const running = new Map<string, number>();
     let recording = false;
-    const sql = postgres(await postgresUrl(), {
-      max: 4,
-      onnotice: () => {},
-      max_lifetime: null,
-      debug: (connection, text) => {
-        if (!recording) return;
-        sent.push({
-          connection,
-          text,
-          during: [...running].filter(([, n]) => n > 0).map(([m]) => m),
-        });
-      },
-    });
+    const url = await postgresUrl();
+    /** A client whose statements are recorded as `path`'s. */
+    const client = (path: Path) =>
+      postgres(url, {
+        max: 4,
+        onnotice: () => {},
+        max_lifetime: null,
+        fetch_types: path === "flight",
+        debug: (connection, text) => {
+          if (!recording) return;
+          sent.push({
+            path,
+            connection,
+            text,
+            during: [...running].filter(([, n]) => n > 0).map(([m]) => m),
+          });
+        },
+      });
+    const clients = {
+      flight: client("flight"),
+      "sql.begin": client("sql.begin"),
+    };
     const schemas: string[] = [];
     /** The store, each of whose write methods says when it runs. */
     const watched = (store: PostgresStore): Store =>
@@ -94,68 +118,80 @@ Deno.test({
     // again (a name new to the process sweeps as a fresh schema does): a
     // migration each case cost the most.
     const idle: string[] = [];
-    storeContract("PostgresStore", async () => {
-      recording = false;
-      const used = idle.pop();
-      const schema = freshSchema();
-      schemas.push(schema);
-      if (used !== undefined) {
-        await sql.unsafe(
-          [
-            `ALTER SCHEMA "${used}" RENAME TO "${schema}";`,
-            ...TABLES.map((table) => `DELETE FROM "${schema}".${table};`),
-          ].join(" "),
-        );
-      }
-      const store = new PostgresStore(sql, { schema });
-      await store.migrate();
-      recording = true;
-      return { store: watched(store), close: () => void idle.push(schema) };
-    }, {
-      test: ({ name, ignore }, fn) => {
-        if (!ignore) cases.push({ name, fn: fn as typeof cases[0]["fn"] });
-      },
-    });
+    for (const path of PATHS) {
+      const sql = clients[path];
+      storeContract(`PostgresStore (${path})`, async () => {
+        recording = false;
+        const used = idle.pop();
+        const schema = freshSchema();
+        schemas.push(schema);
+        if (used !== undefined) {
+          await sql.unsafe(
+            [
+              `ALTER SCHEMA "${used}" RENAME TO "${schema}";`,
+              ...TABLES.map((table) => `DELETE FROM "${schema}".${table};`),
+            ].join(" "),
+          );
+        }
+        const store = new PostgresStore(sql, { schema });
+        await store.migrate();
+        recording = true;
+        return { store: watched(store), close: () => void idle.push(schema) };
+      }, {
+        test: ({ name, ignore }, fn) => {
+          if (!ignore) cases.push({ name, fn: fn as typeof cases[0]["fn"] });
+        },
+      });
+    }
     try {
       for (const { name, fn } of cases) await t.step(name, fn);
     } finally {
       recording = false;
       for (const schema of schemas) {
-        await sql.unsafe(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
+        await clients.flight.unsafe(
+          `DROP SCHEMA IF EXISTS "${schema}" CASCADE`,
+        );
       }
-      await sql.end();
+      await Promise.all(PATHS.map((path) => clients[path].end()));
     }
 
-    // Every statement that writes a table of the store is marked.
-    const unmarked = sent.filter(({ text }) =>
-      WRITING.test(text) && !text.startsWith(WRITE_MARK)
-    );
-    assert.deepEqual(unmarked.map(({ text }) => text), []);
-    // Every statement inside a write's flight (after the query that sets
-    // relayer.in_write, up to its COMMIT) is marked.
-    const open = new Set<number>();
-    const inside: string[] = [];
-    for (const { connection, text } of sent) {
-      if (text.includes(IN_WRITE)) {
-        open.add(connection);
-      } else if (/^COMMIT\b/.test(text)) {
-        open.delete(connection);
-      } else if (
-        open.has(connection) && text !== "SET CONSTRAINTS ALL IMMEDIATE"
-      ) {
-        inside.push(text);
-      }
-    }
-    assert.ok(inside.length > 0);
-    assert.deepEqual(inside.filter((text) => !text.startsWith(WRITE_MARK)), []);
-    // Each write method ran, and sent marked statements.
-    for (const method of WRITES) {
-      assert.ok(
-        sent.some(({ text, during }) =>
-          during.includes(method) && text.startsWith(WRITE_MARK)
-        ),
-        `${method} sent no marked statement`,
+    for (const path of PATHS) {
+      const of = sent.filter((statement) => statement.path === path);
+      // Every statement that writes a table of the store is marked.
+      const unmarked = of.filter(({ text }) =>
+        WRITING.test(text) && !text.startsWith(WRITE_MARK)
       );
+      assert.deepEqual(unmarked.map(({ text }) => text), [], path);
+      // Every statement inside a write's flight (after the query that sets
+      // relayer.in_write, up to its COMMIT, or COMMIT AND CHAIN) is marked.
+      const open = new Set<number>();
+      const inside: string[] = [];
+      for (const { connection, text } of of) {
+        if (text.includes(IN_WRITE)) {
+          open.add(connection);
+        } else if (/^COMMIT\b/.test(text)) {
+          open.delete(connection);
+        } else if (
+          open.has(connection) && text !== "SET CONSTRAINTS ALL IMMEDIATE"
+        ) {
+          inside.push(text);
+        }
+      }
+      assert.ok(inside.length > 0, path);
+      assert.deepEqual(
+        inside.filter((text) => !text.startsWith(WRITE_MARK)),
+        [],
+        path,
+      );
+      // Each write method ran, and sent marked statements.
+      for (const method of WRITES) {
+        assert.ok(
+          of.some(({ text, during }) =>
+            during.includes(method) && text.startsWith(WRITE_MARK)
+          ),
+          `${path}: ${method} sent no marked statement`,
+        );
+      }
     }
   },
 });
