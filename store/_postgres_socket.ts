@@ -119,6 +119,13 @@ export interface AnsweredSocket {
    * that returns at once leaves them behind it. A close held between
    * failed rounds is handed on at the client's end (or its connect
    * timeout), not left behind.
+   *
+   * Call it once the client ended, as its stop: from this call on, every
+   * connect is refused at once, with nothing sent (an error, then the
+   * close, as a connect refused). postgres.js 3.4.9's end leaves
+   * a reconnect timer running (a connection waiting out its backoff for a
+   * query the end failed), whose connect came after the stop and, to a
+   * standby listed alone under `target_session_attrs`, stayed open on it.
    */
   closed(ms: number): Promise<void>;
 }
@@ -148,6 +155,14 @@ export function answeredSocket(
   // waits for none to be left.
   const live = new Set<net.Socket>();
   const drained = new Set<() => void>();
+  // Whether `closed()` was called: the client ended. postgres.js 3.4.9's
+  // end leaves a connection's reconnect timer running (one waiting out
+  // its backoff for a query the end then failed), which connects after
+  // the end: under target_session_attrs, to a standby listed alone, the
+  // connection skipped the check (its query gone), stayed open and idle
+  // on the standby, and kept the process from exiting. Such a connect is
+  // refused before it connects.
+  let stopped = false;
   // The client's hosts: each connection goes to the one in use, and the
   // next is used once a connect to it fails. postgres.js 3.4.9 moves on
   // at each connect of its own socket; given this one it opens none, and
@@ -213,14 +228,18 @@ export function answeredSocket(
     // TLS asked for over a Unix socket, which PostgreSQL does not do:
     // each connection failed its TLS handshake, in words that read as a
     // network fault. Failed before it connects, as a connect refused.
-    const refused = path === null
+    const refused = stopped
+      ? new Error(
+        `Cannot connect to ${where} as this client's socket option was closed (its closed() was called, at the client's stop): postgres.js opened a connection after its end (a reconnect its end left waiting); make a new client, with a new socket option, to connect again`,
+      )
+      : path === null
       ? null
       : tlsOverSocket(options.ssl, options.sslnegotiation, path);
-    const raw = path === null
+    const raw = refused !== null
+      ? new net.Socket()
+      : path === null
       ? net.connect(port, host)
-      : refused === null
-      ? net.connect(path)
-      : new net.Socket();
+      : net.connect(path);
     let reached = false;
     raw.once("connect", () => reached = true);
     live.add(raw);
@@ -511,7 +530,8 @@ export function answeredSocket(
         random,
       );
     };
-    // Its error, then its close with an error, as a connect refused: the
+    // Its error, then its close with an error, as a connect refused (TLS
+    // asked for over a Unix socket, or a connect after `closed()`): the
     // query that opened it fails with the error, and the pool's place is
     // free again.
     if (refused !== null) raw.destroy(refused);
@@ -519,6 +539,7 @@ export function answeredSocket(
   };
   return Object.assign(make, {
     closed(ms: number): Promise<void> {
+      stopped = true;
       if (live.size === 0) return Promise.resolve();
       return new Promise<void>((resolve) => {
         const done = () => {

@@ -94,7 +94,10 @@ export type { AnsweredSocket, PostgresSocket } from "./_postgres_socket.ts";
  *   default.
  * @returns `{ socket }`, to spread into postgres.js's options. Its
  *   `socket.closed(ms)` resolves once every socket it made has closed (or
- *   after `ms`), for a stop that must leave no timer behind.
+ *   after `ms`), for a stop that must leave no timer behind; call it once
+ *   the client ended: from then on it refuses every connect at once (one
+ *   postgres.js 3.4.9 makes after its end, from a reconnect timer the end
+ *   left running).
  * @throws {RangeError} If `answerMs` is not a whole number from 1 to
  *   2147483647.
  * @throws {TypeError} If `onCut` or `random` is given and is not a

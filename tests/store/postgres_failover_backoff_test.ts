@@ -11,7 +11,11 @@
  * 1 s), and closes a standby listed alone as failed, so postgres.js's own
  * backoff spaces those; the store's calls still fail within
  * `connectionWaitMs`. Logins are counted by the standby itself
- * (`pg_stat_database.sessions`), connects by the socket.
+ * (`pg_stat_database.sessions`), connects by the socket. Once the client
+ * ended and its socket was closed, no session of it is left on the
+ * standby: postgres.js's end leaves a reconnect timer running, whose
+ * login, to a standby listed alone, stayed there idle until the socket
+ * refused connects after its `closed()`.
  *
  * @module
  */
@@ -67,6 +71,8 @@ Deno.test({
               socket,
             } as postgres.Options<Record<string, never>>);
             const store = new PostgresStore(sql, { connectionWaitMs: 1_000 });
+            // The client's sessions on the standby once it ended.
+            let left: number | undefined;
             try {
               const before = await sessions(standby);
               const madeBefore = count.made;
@@ -101,13 +107,24 @@ Deno.test({
             } finally {
               store.close();
               await sql.end({ timeout: 0 });
-              // postgres.js 3.4.9 leaves a connection's reconnect timer (its
-              // backoff, at most 1 s here) running past its end, and then logs
-              // in once more (passed over at once).
-              await new Promise((resolve) => setTimeout(resolve, 1_500));
               await socket.closed(5_000);
-              await standby.end({ timeout: 0 });
+              // postgres.js 3.4.9 leaves a connection's reconnect timer (its
+              // backoff, at most 1 s here) running past its end: its connect
+              // the socket refuses, and no session of the client is left on
+              // the standby (its login stayed there, idle, when the
+              // standby was listed alone).
+              await new Promise((resolve) => setTimeout(resolve, 1_500));
+              try {
+                const [row] = await standby`
+                  SELECT count(*)::int AS n FROM pg_stat_activity
+                  WHERE backend_type = 'client backend'
+                    AND pid <> pg_backend_pid()`;
+                left = row?.n;
+              } finally {
+                await standby.end({ timeout: 0 });
+              }
             }
+            assert.equal(left, 0, "sessions of the client left on the standby");
           },
         );
       }

@@ -4,14 +4,18 @@
  * connection's socket closes, and that connection's timers (its lifetime,
  * the socket's watch on the Terminate it wrote) run on until it does. A
  * stop that awaits `closed()` leaves none behind it; this test, run with
- * the sanitizers on, fails with their leak otherwise.
+ * the sanitizers on, fails with their leak otherwise. After `closed()`
+ * the socket connects no more: postgres.js's end leaves a reconnect timer
+ * running, whose connect came after the stop.
  *
  * @module
  */
 
 import assert from "node:assert/strict";
+import net from "node:net";
 import postgres from "postgres";
 import { reconnectBackoffS } from "../../store/postgres.ts";
+import { answeredSocketOption } from "../../store/postgres_socket.ts";
 import { answeredSocket } from "../../store/_postgres_socket.ts";
 import { postgresAvailable, postgresUrl } from "../_postgres.ts";
 
@@ -57,4 +61,46 @@ Deno.test({
     // Nothing left: it resolves at once.
     assert.equal(await within(500, socket.closed(60_000)), "resolved");
   },
+});
+
+Deno.test("answeredSocketOption()'s socket refuses a connect made after its closed() was called, at once and without connecting: one postgres.js makes after its end, from a reconnect timer the end left running", async () => {
+  let accepted = 0;
+  const server = net.createServer((peer) => {
+    accepted++;
+    peer.destroy();
+  });
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  const { port } = server.address() as net.AddressInfo;
+  const connect = net.connect;
+  let connects = 0;
+  net.connect = ((...args: Parameters<typeof net.connect>) => {
+    connects++;
+    return connect(...args);
+  }) as typeof net.connect;
+  const { socket } = answeredSocketOption(2_000);
+  try {
+    // The client's stop: it ended, and nothing was open.
+    await socket.closed(1_000);
+    const made = socket({
+      host: ["127.0.0.1"],
+      port: [port],
+      target_session_attrs: "primary",
+    });
+    const errors: Error[] = [];
+    made.on("error", (error) => errors.push(error));
+    // Its error, then its close, as a connect refused.
+    await new Promise((resolve) => made.once("close", resolve));
+    assert.equal(errors.length, 1);
+    assert.match(
+      errors[0]?.message ?? "",
+      /^Cannot connect to 127\.0\.0\.1:\d+ as this client's socket option was closed \(its closed\(\) was called/,
+    );
+    assert.equal(connects, 0);
+    assert.equal(accepted, 0);
+    // Nothing left open: at once.
+    assert.equal(await within(500, socket.closed(60_000)), "resolved");
+  } finally {
+    net.connect = connect;
+    await new Promise((resolve) => server.close(resolve));
+  }
 });
