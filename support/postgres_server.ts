@@ -1,10 +1,12 @@
 /**
  * A throwaway PostgreSQL server for the tests, the crash test and the store
- * benchmark: `initdb` in a temp dir (as the `postgres` OS user when run as
- * root), listening on 127.0.0.1 at a free port, fsync off. Logins over TCP
- * take a password, checked with SCRAM-SHA-256 as managed servers check it
- * (a fresh random one per server, in its URL), so every client that runs
- * against it (Deno, Node, Bun, workerd) proves it can authenticate.
+ * benchmark: a copy of a data dir `initdb` made once (see
+ * {@linkcode startPostgres}) in a temp dir (as the `postgres` OS user when
+ * run as root), listening on 127.0.0.1 at a free port, fsync off. Logins
+ * over TCP take a password, checked with SCRAM-SHA-256 as managed servers
+ * check it (a fresh random one per server, in its URL), so every client
+ * that runs against it (Deno, Node, Bun, workerd) proves it can
+ * authenticate.
  *
  * A watchdog process started with the server stops it (`pg_ctl stop -m
  * immediate`) and deletes its dir as soon as the process that started it
@@ -107,11 +109,16 @@ export async function postgresBinDir(): Promise<string | null> {
   return null;
 }
 
-/** The uid and gid of the `postgres` OS user, when this process is root. */
-async function serverUser(): Promise<{ uid: number; gid: number } | null> {
-  // `id -u`, not Deno.uid(): the tests run without --allow-sys.
-  const self = await run("id", ["-u"]);
-  if (self.out !== "0") return null;
+/** The uid of this process (`id -u`, not Deno.uid(): the tests run without --allow-sys). */
+async function selfUid(): Promise<string> {
+  return (await run("id", ["-u"])).out;
+}
+
+/** The uid and gid of the `postgres` OS user, when this process (`self`) is root. */
+async function serverUser(
+  self?: string,
+): Promise<{ uid: number; gid: number } | null> {
+  if ((self ?? await selfUid()) !== "0") return null;
   const uid = await run("id", ["-u", "postgres"]);
   const gid = await run("id", ["-g", "postgres"]);
   if (!uid.ok || !gid.ok) {
@@ -146,9 +153,141 @@ function quote(text: string): string {
   return `'${text.replaceAll("'", `'\\''`)}'`;
 }
 
+function randomHex(bytes: number): string {
+  // Hex: nothing a URL or a file name must escape.
+  return Array.from(
+    crypto.getRandomValues(new Uint8Array(bytes)),
+    (byte) => byte.toString(16).padStart(2, "0"),
+  ).join("");
+}
+
+/** What every server's data dir is made with (besides `-D` and `--pwfile`). */
+const INITDB_FLAGS = [
+  "-U",
+  "postgres",
+  "--auth-local=trust",
+  "--auth-host=scram-sha-256",
+  "-E",
+  "UTF8",
+  "--locale=C",
+  "--no-sync",
+];
+
+type As = (command: string, args: string[]) => Promise<{
+  ok: boolean;
+  out: string;
+}>;
+
+/**
+ * The name of the template for `bin` run as `uid`: a digest of the flags,
+ * the bin dir and its `postgres` binary's identity (an upgrade in place
+ * replaces the file, so a new version never meets an old template).
+ */
+async function templateName(bin: string, uid: string): Promise<string> {
+  const binary = await Deno.stat(`${bin}/postgres`);
+  const digest = await crypto.subtle.digest(
+    "SHA-256",
+    new TextEncoder().encode(JSON.stringify([
+      INITDB_FLAGS,
+      bin,
+      binary.ino,
+      binary.size,
+      binary.mtime?.getTime(),
+      uid,
+    ])),
+  );
+  return `relayer-pg-template-${
+    Array.from(new Uint8Array(digest).slice(0, 8), (byte) =>
+      byte.toString(16).padStart(2, "0")).join("")
+  }`;
+}
+
+/** Whether `path` is a whole template named `name` (its `ready` is written last). */
+async function usableTemplate(path: string, name: string): Promise<boolean> {
+  const ready = await Deno.readTextFile(`${path}/ready`).catch(() => null);
+  if (ready !== name) return false;
+  for (const file of ["PG_VERSION", "global/pg_control", "postgresql.conf"]) {
+    if (!await exists(`${path}/data/${file}`)) return false;
+  }
+  return true;
+}
+
+/** Moves `path` aside (atomically: no one copies it after), then deletes it. */
+async function discard(path: string): Promise<void> {
+  const aside = `${path}.${randomHex(4)}.discarded`;
+  try {
+    await Deno.rename(path, aside);
+  } catch {
+    return; // Gone already: another process discarded it.
+  }
+  await Deno.remove(aside, { recursive: true }).catch(() => {});
+}
+
+/**
+ * The template for `bin` as `uid` under `root` (its data dir is `data`),
+ * made by `initdb` if there is no whole one: in a dir of its own, renamed
+ * into place once complete, so a template half made (a process killed in
+ * `initdb`) is never seen, and of two processes making one at once the
+ * first rename wins and the other takes it. One that fails its check is
+ * discarded and made again.
+ */
+async function template(
+  root: string,
+  bin: string,
+  uid: string,
+  user: { uid: number; gid: number } | null,
+  as: As,
+): Promise<string> {
+  const name = await templateName(bin, uid);
+  const path = `${root}/${name}`;
+  if (await usableTemplate(path, name)) return path;
+  const making = `${path}.${randomHex(4)}.tmp`;
+  await Deno.mkdir(making);
+  try {
+    await Deno.chmod(making, 0o755);
+    if (user !== null) await Deno.chown(making, user.uid, user.gid);
+    // The template's own password is never known: each server gets its own.
+    const pwfile = `${making}/password`;
+    await Deno.writeTextFile(pwfile, `${randomHex(16)}\n`, { mode: 0o600 });
+    if (user !== null) await Deno.chown(pwfile, user.uid, user.gid);
+    const init = await as("initdb", [
+      "-D",
+      `${making}/data`,
+      `--pwfile=${pwfile}`,
+      ...INITDB_FLAGS,
+    ]);
+    if (!init.ok) throw new Error(`initdb failed:\n${init.out}`);
+    await Deno.remove(pwfile);
+    await Deno.writeTextFile(`${making}/ready`, name);
+    if (await exists(path) && !await usableTemplate(path, name)) {
+      await discard(path);
+    }
+    try {
+      await Deno.rename(making, path);
+    } catch (error) {
+      // Another process's rename came first: take its template.
+      if (!await usableTemplate(path, name)) throw error;
+    }
+  } finally {
+    await Deno.remove(making, { recursive: true }).catch(() => {});
+  }
+  return path;
+}
+
 /**
  * Starts a server in a new temp dir, or in `dir` (an existing empty dir,
  * which the server then owns and deletes).
+ *
+ * Its data dir is a copy of a template `initdb` made once per server
+ * binaries and OS user, kept under `templates` (`initdb` costs about
+ * 1 s of CPU, a copy under a tenth of that). Keeping it between runs is safe:
+ * it is only ever copied, never started; its name is a digest of the
+ * `initdb` flags, the binaries (path, inode, size and time of `postgres`)
+ * and the OS user, so other binaries or flags make their own; and it
+ * holds no secret (its superuser's password was random and never kept:
+ * each server sets its own after it starts). A template that fails its
+ * check is made again, and a server its copy does not start is made by
+ * `initdb` in place.
  *
  * @param options `dir`: where to put it; `bin`: the server binaries; `tls`:
  * a certificate and key to serve TLS with.
@@ -172,6 +311,13 @@ export async function startPostgres(
      * (`{ max_connections: "8" }`).
      */
     settings?: Readonly<Record<string, string>>;
+    /**
+     * Where the template data dirs are kept; `null` runs `initdb` for this
+     * server alone.
+     *
+     * @default {the OS temp dir}
+     */
+    templates?: string | null;
   } = {},
 ): Promise<OwnedPostgresServer> {
   const bin = options.bin ?? await postgresBinDir();
@@ -181,7 +327,8 @@ export async function startPostgres(
     );
   }
   const dir = options.dir ?? await Deno.makeTempDir({ prefix: "relayer-pg-" });
-  const user = await serverUser();
+  const uid = await selfUid();
+  const user = await serverUser(uid);
   const as = (command: string, args: string[]) =>
     user === null
       ? run(`${bin}/${command}`, args)
@@ -201,28 +348,41 @@ export async function startPostgres(
     } >/dev/null 2>&1; rm -rf ${quote(dir)}`,
   );
 
-  // Hex: nothing a URL must escape.
-  const password = Array.from(
-    crypto.getRandomValues(new Uint8Array(16)),
-    (byte) => byte.toString(16).padStart(2, "0"),
-  ).join("");
-  const pwfile = `${dir}/password`;
-  await Deno.writeTextFile(pwfile, `${password}\n`, { mode: 0o600 });
-  if (user !== null) await Deno.chown(pwfile, user.uid, user.gid);
-  const init = await as("initdb", [
-    "-D",
-    data,
-    "-U",
-    "postgres",
-    `--pwfile=${pwfile}`,
-    "--auth-local=trust",
-    "--auth-host=scram-sha-256",
-    "-E",
-    "UTF8",
-    "--locale=C",
-    "--no-sync",
-  ]);
-  if (!init.ok) throw new Error(`initdb failed:\n${init.out}`);
+  const password = randomHex(16);
+  /** A file for the postgres OS user alone: it holds the password. */
+  const secret = async (name: string, text: string) => {
+    const file = `${dir}/${name}`;
+    await Deno.writeTextFile(file, text, { mode: 0o600 });
+    if (user !== null) await Deno.chown(file, user.uid, user.gid);
+    return file;
+  };
+  const initdb = async () => {
+    const pwfile = await secret("password", `${password}\n`);
+    const init = await as("initdb", [
+      "-D",
+      data,
+      `--pwfile=${pwfile}`,
+      ...INITDB_FLAGS,
+    ]);
+    await Deno.remove(pwfile).catch(() => {});
+    if (!init.ok) throw new Error(`initdb failed:\n${init.out}`);
+  };
+  // `cp -a` keeps the owner (the postgres OS user) and the data dir's 0700.
+  let copied = false;
+  let source: string | undefined;
+  if (options.templates !== null) {
+    source = await template(
+      options.templates ?? await tempRoot(),
+      bin,
+      uid,
+      user,
+      as,
+    );
+    copied = (await run("cp", ["-a", `${source}/data`, data])).ok;
+    // A template deleted under the copy: this server's own initdb instead.
+    if (!copied) await Deno.remove(data, { recursive: true }).catch(() => {});
+  }
+  if (!copied) await initdb();
   const tls: string[] = [];
   if (options.tls) {
     // The server reads its key only if no one else may.
@@ -274,6 +434,34 @@ export async function startPostgres(
         "start",
       ]);
     const started = await start();
+    if (started.ok && copied) {
+      // Over the Unix socket, which trusts the postgres OS user; before
+      // this no TCP login can succeed (the template's password is unknown).
+      const sql = await secret(
+        "password.sql",
+        `SET password_encryption = 'scram-sha-256';\nALTER ROLE postgres PASSWORD '${password}';\n`,
+      );
+      const set = await as("psql", [
+        "-h",
+        dir,
+        "-p",
+        String(port),
+        "-U",
+        "postgres",
+        "-d",
+        "postgres",
+        "-XAtq",
+        "-v",
+        "ON_ERROR_STOP=1",
+        "-f",
+        sql,
+      ]);
+      await Deno.remove(sql).catch(() => {});
+      if (!set.ok) {
+        await as("pg_ctl", ["-D", data, "-m", "immediate", "-w", "stop"]);
+        throw new Error(`Setting the server's password failed:\n${set.out}`);
+      }
+    }
     if (started.ok) {
       let stopped = false;
       return {
@@ -327,6 +515,16 @@ export async function startPostgres(
     lastError = `${started.out}\n${await Deno.readTextFile(log).catch(() =>
       ""
     )}`;
+    if (
+      copied && !/could not bind|could not create listen socket/.test(lastError)
+    ) {
+      // Not the port: the copy itself. Made by initdb from here on, and the
+      // template made again by the next server.
+      copied = false;
+      if (source !== undefined) await discard(source);
+      await Deno.remove(data, { recursive: true }).catch(() => {});
+      await initdb();
+    }
   }
   throw new Error(`PostgreSQL did not start:\n${lastError}`);
 }

@@ -1,0 +1,129 @@
+import assert from "node:assert/strict";
+import postgres from "postgres";
+import { startPostgres } from "../../support/postgres_server.ts";
+import { postgresAvailable } from "../_postgres.ts";
+
+/** A dir of templates of the test's own, which the postgres OS user may enter. */
+async function templatesDir(): Promise<string> {
+  const dir = await Deno.makeTempDir({ prefix: "relayer-pgt-test-" });
+  await Deno.chmod(dir, 0o755);
+  return dir;
+}
+
+async function entries(dir: string): Promise<string[]> {
+  const names = [];
+  for await (const entry of Deno.readDir(dir)) names.push(entry.name);
+  return names.sort();
+}
+
+/** Whether `url` takes a login (SELECT 1); the server's SQLSTATE if not. */
+async function login(url: string): Promise<true | string> {
+  const sql = postgres(url, { max: 1, onnotice: () => {}, max_lifetime: null });
+  try {
+    await sql`SELECT 1`;
+    return true;
+  } catch (error) {
+    return String((error as { code?: unknown }).code);
+  } finally {
+    await sql.end();
+  }
+}
+
+Deno.test({
+  name:
+    "startPostgres() starts two servers at once from one template made by initdb, each with its own password",
+  ignore: !postgresAvailable,
+  async fn() {
+    const templates = await templatesDir();
+    try {
+      const [a, b] = await Promise.all([
+        startPostgres({ templates }),
+        startPostgres({ templates }),
+      ]);
+      try {
+        assert.notEqual(a.password, b.password);
+        assert.equal(await login(a.url), true);
+        assert.equal(await login(b.url), true);
+        // The other's password is refused: each set its own.
+        assert.equal(
+          await login(a.url.replace(a.password, b.password)),
+          "28P01",
+        );
+        const names = await entries(templates);
+        assert.equal(names.length, 1, names.join(", "));
+        assert.match(names[0]!, /^relayer-pg-template-[0-9a-f]{16}$/);
+      } finally {
+        await Promise.all([a.stop(), b.stop()]);
+      }
+    } finally {
+      await Deno.remove(templates, { recursive: true });
+    }
+  },
+});
+
+async function exists(path: string): Promise<boolean> {
+  return await Deno.stat(path).then(() => true, () => false);
+}
+
+Deno.test({
+  name:
+    "startPostgres() never copies a template half made or broken: it makes it again",
+  ignore: !postgresAvailable,
+  async fn() {
+    const templates = await templatesDir();
+    try {
+      await (await startPostgres({ templates })).stop();
+      const [name] = await entries(templates);
+      const path = `${templates}/${name}`;
+      for (
+        const spoil of [
+          // Half made: its `ready` is written last.
+          () => Deno.remove(`${path}/ready`),
+          // Broken: a file the server needs is gone.
+          () => Deno.remove(`${path}/data/global/pg_control`),
+        ]
+      ) {
+        await Deno.writeTextFile(`${path}/data/spoiled`, "");
+        await spoil();
+        const server = await startPostgres({ templates });
+        try {
+          assert.equal(await login(server.url), true);
+          assert.equal(await exists(`${server.dir}/data/spoiled`), false);
+        } finally {
+          await server.stop();
+        }
+        assert.deepEqual(await entries(templates), [name]);
+        assert.equal(await Deno.readTextFile(`${path}/ready`), name);
+        assert.equal(await exists(`${path}/data/spoiled`), false);
+      }
+    } finally {
+      await Deno.remove(templates, { recursive: true });
+    }
+  },
+});
+
+Deno.test({
+  name:
+    "startPostgres() runs initdb for a server its template's copy does not start, and drops that template",
+  ignore: !postgresAvailable,
+  async fn() {
+    const templates = await templatesDir();
+    try {
+      await (await startPostgres({ templates })).stop();
+      const [name] = await entries(templates);
+      // Whole to the check, but the server refuses its control file.
+      const control = `${templates}/${name}/data/global/pg_control`;
+      const { size } = await Deno.stat(control);
+      await Deno.writeFile(control, new Uint8Array(size));
+      const server = await startPostgres({ templates });
+      try {
+        assert.equal(await login(server.url), true);
+      } finally {
+        await server.stop();
+      }
+      assert.deepEqual(await entries(templates), []);
+    } finally {
+      await Deno.remove(templates, { recursive: true });
+    }
+  },
+});
