@@ -26,7 +26,12 @@ import {
 } from "../../mod.ts";
 import { PostgresStore } from "../../store/postgres.ts";
 import { createApp } from "../../webhook/app.ts";
-import { answeredAs, onFreshSchema, postgresAvailable } from "../_postgres.ts";
+import {
+  answeredAs,
+  onFreshSchema,
+  postgresAvailable,
+  postgresUrl,
+} from "../_postgres.ts";
 import { genericRequest, NOW, SECRET } from "../webhook/_app.ts";
 
 const ignore = !postgresAvailable;
@@ -183,6 +188,14 @@ const CASES: readonly Case[] = [
       ),
   },
 ];
+
+// The run's server starts on first use: here, with no time limit, not
+// in the first test's (under load, a start took up to 24 s).
+Deno.test({
+  name: "the run's PostgreSQL server is up",
+  ignore: !postgresAvailable,
+  fn: async () => void await postgresUrl(),
+});
 
 for (const c of CASES) {
   Deno.test({

@@ -19,6 +19,14 @@ import {
 import { timeout } from "../_timeout.ts";
 import { relayed } from "./_cut.ts";
 
+// The run's server starts on first use: here, with no time limit, not
+// in the first test's (under load, a start took up to 24 s).
+Deno.test({
+  name: "the run's PostgreSQL server is up",
+  ignore: !postgresAvailable,
+  fn: async () => void await postgresUrl(),
+});
+
 // The COMMIT each client path sends last: postgres.js's own on `sql.begin`'s
 // path, the store's COMMIT AND CHAIN (a round trip of its own after the
 // statements') on a client made with `fetch_types: false`. A server that

@@ -17,7 +17,7 @@
 import assert from "node:assert/strict";
 import type postgres from "postgres";
 import { PostgresStore } from "../../store/postgres.ts";
-import { onFreshSchema, postgresAvailable } from "../_postgres.ts";
+import { onFreshSchema, postgresAvailable, postgresUrl } from "../_postgres.ts";
 
 const NOW = 1_767_225_600_000;
 
@@ -65,6 +65,14 @@ const FAILED_MID_STREAM: readonly {
     fail: (sql) => sql`SELECT i, 1 / (4 - i) FROM generate_series(1, 10) i`,
   },
 ];
+
+// The run's server starts on first use: here, with no time limit, not
+// in the first test's (under load, a start took up to 24 s).
+Deno.test({
+  name: "the run's PostgreSQL server is up",
+  ignore: !postgresAvailable,
+  fn: async () => void await postgresUrl(),
+});
 
 for (const c of FAILED_MID_STREAM) {
   Deno.test({

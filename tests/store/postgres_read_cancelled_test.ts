@@ -12,7 +12,7 @@
 import assert from "node:assert/strict";
 import type postgres from "postgres";
 import { PostgresStore } from "../../store/postgres.ts";
-import { onFreshSchema, postgresAvailable } from "../_postgres.ts";
+import { onFreshSchema, postgresAvailable, postgresUrl } from "../_postgres.ts";
 import { waitingOnLock } from "./_waiting_on_lock.ts";
 
 const NAME = "relayer_read_cancelled";
@@ -66,6 +66,14 @@ const READS = [
     what: "read of the dead letter of pi_1/settle",
   },
 ] as const;
+
+// The run's server starts on first use: here, with no time limit, not
+// in the first test's (under load, a start took up to 24 s).
+Deno.test({
+  name: "the run's PostgreSQL server is up",
+  ignore: !postgresAvailable,
+  fn: async () => void await postgresUrl(),
+});
 
 for (const { name, table, read, what } of READS) {
   Deno.test({

@@ -62,6 +62,14 @@ async function oneHeld(
   }
 }
 
+// The run's server starts on first use: here, with no time limit, not
+// in the first test's (under load, a start took up to 24 s).
+Deno.test({
+  name: "the run's PostgreSQL server is up",
+  ignore: !postgresAvailable,
+  fn: async () => void await postgresUrl(),
+});
+
 Deno.test({
   name:
     "postgres.js 3.4.9: a reserve() at the head of the queue when the pool's connection is ended never settles, and the connection opened again serves the pool",

@@ -32,6 +32,14 @@ import {
 import { timeout } from "../_timeout.ts";
 import { counting } from "./_counted_reserves.ts";
 
+// The run's server starts on first use: here, with no time limit, not
+// in the first test's (under load, a start took up to 24 s).
+Deno.test({
+  name: "the run's PostgreSQL server is up",
+  ignore: !postgresAvailable,
+  fn: async () => void await postgresUrl(),
+});
+
 for (
   const [second, wrap] of [
     ["the client itself", (client: postgres.Sql) => client],

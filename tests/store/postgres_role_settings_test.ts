@@ -15,6 +15,7 @@ import { PostgresStore } from "../../store/postgres.ts";
 import {
   freshDatabase,
   postgresAvailable,
+  postgresUrl,
   sharedClient,
 } from "../_postgres.ts";
 import { timeout } from "../_timeout.ts";
@@ -65,6 +66,14 @@ async function asRole(
     await admin.unsafe(`DROP ROLE IF EXISTS "${role}"`);
   }
 }
+
+// The run's server starts on first use: here, with no time limit, not
+// in the first test's (under load, a start took up to 24 s).
+Deno.test({
+  name: "the run's PostgreSQL server is up",
+  ignore: !postgresAvailable,
+  fn: async () => void await postgresUrl(),
+});
 
 Deno.test({
   name:

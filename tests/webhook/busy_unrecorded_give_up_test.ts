@@ -24,7 +24,7 @@ import assert from "node:assert/strict";
 import { MemoryStore, type Store } from "../../mod.ts";
 import { PostgresStore } from "../../store/postgres.ts";
 import { heldWrites } from "../_held_writes.ts";
-import { onFreshSchema, postgresAvailable } from "../_postgres.ts";
+import { onFreshSchema, postgresAvailable, postgresUrl } from "../_postgres.ts";
 import { lockWrites } from "./_locked_writes.ts";
 import { genericRequest, makeApp, NOW, OPS, SECRET } from "./_app.ts";
 import { failedRequest, failureCallback, signHmac } from "./_signing.ts";
@@ -185,6 +185,14 @@ async function replayAfterPublishedAgain(
     `the give-up sent again (${replay.status} ${replayText}) moved the payment its job ${back} sent`,
   );
 }
+
+// The run's server starts on first use: here, with no time limit, not
+// in the first test's (under load, a start took up to 24 s).
+Deno.test({
+  name: "the run's PostgreSQL server is up",
+  ignore: !postgresAvailable,
+  fn: async () => void await postgresUrl(),
+});
 
 for (
   const [route, back] of routes.flatMap((route) =>

@@ -17,6 +17,7 @@ import {
   answeredAs,
   onFreshSchema,
   postgresAvailable,
+  postgresUrl,
 } from "../_postgres.ts";
 
 const OPS = "ops-token-for-tests";
@@ -52,6 +53,14 @@ async function takePool(sql: postgres.Sql): Promise<() => void> {
   const held = await sql.reserve();
   return () => held.release();
 }
+
+// The run's server starts on first use: here, with no time limit, not
+// in the first test's (under load, a start took up to 24 s).
+Deno.test({
+  name: "the run's PostgreSQL server is up",
+  ignore: !postgresAvailable,
+  fn: async () => void await postgresUrl(),
+});
 
 for (const fetchTypes of [true, false]) {
   Deno.test({

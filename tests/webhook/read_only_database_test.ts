@@ -10,13 +10,25 @@
 import assert from "node:assert/strict";
 import { createApp } from "../../webhook/app.ts";
 import { ScriptedSender } from "../../mod.ts";
-import { onReadOnlySchema, postgresAvailable } from "../_postgres.ts";
+import {
+  onReadOnlySchema,
+  postgresAvailable,
+  postgresUrl,
+} from "../_postgres.ts";
 
 const OPS = "ops-token-for-tests";
 const headers = {
   authorization: `Bearer ${OPS}`,
   "content-type": "application/json",
 };
+
+// The run's server starts on first use: here, with no time limit, not
+// in the first test's (under load, a start took up to 24 s).
+Deno.test({
+  name: "the run's PostgreSQL server is up",
+  ignore: !postgresAvailable,
+  fn: async () => void await postgresUrl(),
+});
 
 Deno.test({
   name:
