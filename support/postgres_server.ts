@@ -206,8 +206,19 @@ async function templateName(bin: string, uid: string): Promise<string> {
   }`;
 }
 
-/** Whether `path` is a whole template named `name` (its `ready` is written last). */
-async function usableTemplate(path: string, name: string): Promise<boolean> {
+/**
+ * Whether `path` is a whole template named `name` (its `ready` is written
+ * last) owned by `owner`, who made it: the name is known, and in a temp
+ * dir anyone may write another user could have put a data dir there whose
+ * logins need no password.
+ */
+async function usableTemplate(
+  path: string,
+  name: string,
+  owner: number,
+): Promise<boolean> {
+  const info = await Deno.stat(path).catch(() => null);
+  if (info === null || info.uid !== owner) return false;
   const ready = await Deno.readTextFile(`${path}/ready`).catch(() => null);
   if (ready !== name) return false;
   for (const file of ["PG_VERSION", "global/pg_control", "postgresql.conf"]) {
@@ -244,7 +255,9 @@ async function template(
 ): Promise<string> {
   const name = await templateName(bin, uid);
   const path = `${root}/${name}`;
-  if (await usableTemplate(path, name)) return path;
+  // The postgres OS user's when this process is root (it ran initdb).
+  const owner = user?.uid ?? Number(uid);
+  if (await usableTemplate(path, name, owner)) return path;
   const making = `${path}.${randomHex(4)}.tmp`;
   await Deno.mkdir(making);
   try {
@@ -263,14 +276,14 @@ async function template(
     if (!init.ok) throw new Error(`initdb failed:\n${init.out}`);
     await Deno.remove(pwfile);
     await Deno.writeTextFile(`${making}/ready`, name);
-    if (await exists(path) && !await usableTemplate(path, name)) {
+    if (await exists(path) && !await usableTemplate(path, name, owner)) {
       await discard(path);
     }
     try {
       await Deno.rename(making, path);
     } catch (error) {
       // Another process's rename came first: take its template.
-      if (!await usableTemplate(path, name)) throw error;
+      if (!await usableTemplate(path, name, owner)) throw error;
     }
   } finally {
     await Deno.remove(making, { recursive: true }).catch(() => {});

@@ -52,6 +52,10 @@ Deno.test({
         const names = await entries(templates);
         assert.equal(names.length, 1, names.join(", "));
         assert.match(names[0]!, /^relayer-pg-template-[0-9a-f]{16}$/);
+        // The next server copies that template, not one made again.
+        await Deno.writeTextFile(`${templates}/${names[0]}/kept`, "");
+        await (await startPostgres({ templates })).stop();
+        assert.equal(await exists(`${templates}/${names[0]}/kept`), true);
       } finally {
         await Promise.all([a.stop(), b.stop()]);
       }
@@ -75,12 +79,15 @@ Deno.test({
       await (await startPostgres({ templates })).stop();
       const [name] = await entries(templates);
       const path = `${templates}/${name}`;
+      const { uid: owner } = await Deno.stat(path);
       for (
         const spoil of [
           // Half made: its `ready` is written last.
           () => Deno.remove(`${path}/ready`),
           // Broken: a file the server needs is gone.
           () => Deno.remove(`${path}/data/global/pg_control`),
+          // Another user's (where this process may say so: as root).
+          () => Deno.chown(path, 65534, 65534).catch(() => {}),
         ]
       ) {
         await Deno.writeTextFile(`${path}/data/spoiled`, "");
@@ -94,6 +101,7 @@ Deno.test({
         }
         assert.deepEqual(await entries(templates), [name]);
         assert.equal(await Deno.readTextFile(`${path}/ready`), name);
+        assert.equal((await Deno.stat(path)).uid, owner);
         assert.equal(await exists(`${path}/data/spoiled`), false);
       }
     } finally {
