@@ -29,107 +29,99 @@ async function login(url: string): Promise<true | string> {
   }
 }
 
-Deno.test({
-  name:
-    "startPostgres() starts two servers at once from one template made by initdb, each with its own password",
-  ignore: !postgresAvailable,
-  async fn() {
-    const templates = await templatesDir();
-    try {
-      const [a, b] = await Promise.all([
-        startPostgres({ templates }),
-        startPostgres({ templates }),
-      ]);
-      try {
-        assert.notEqual(a.password, b.password);
-        assert.equal(await login(a.url), true);
-        assert.equal(await login(b.url), true);
-        // The other's password is refused: each set its own.
-        assert.equal(
-          await login(a.url.replace(a.password, b.password)),
-          "28P01",
-        );
-        const names = await entries(templates);
-        assert.equal(names.length, 1, names.join(", "));
-        assert.match(names[0]!, /^relayer-pg-template-[0-9a-f]{16}$/);
-        // The next server copies that template, not one made again.
-        await Deno.writeTextFile(`${templates}/${names[0]}/kept`, "");
-        await (await startPostgres({ templates })).stop();
-        assert.equal(await exists(`${templates}/${names[0]}/kept`), true);
-      } finally {
-        await Promise.all([a.stop(), b.stop()]);
-      }
-    } finally {
-      await Deno.remove(templates, { recursive: true });
-    }
-  },
-});
-
 async function exists(path: string): Promise<boolean> {
   return await Deno.stat(path).then(() => true, () => false);
 }
 
+// One templates dir for the three steps, as a run has one: the first
+// makes it (two starts at once, from cold), the others spoil and remake
+// it, so no step pays an initdb only to have a template to spoil.
 Deno.test({
   name:
-    "startPostgres() never copies a template half made or broken: it makes it again",
+    "startPostgres() copies a template made once by initdb, never one half made, broken or another user's",
   ignore: !postgresAvailable,
-  async fn() {
+  async fn(t) {
     const templates = await templatesDir();
     try {
-      await (await startPostgres({ templates })).stop();
-      const [name] = await entries(templates);
-      const path = `${templates}/${name}`;
-      const { uid: owner } = await Deno.stat(path);
-      for (
-        const spoil of [
-          // Half made: its `ready` is written last.
-          () => Deno.remove(`${path}/ready`),
-          // Broken: a file the server needs is gone.
-          () => Deno.remove(`${path}/data/global/pg_control`),
-          // Another user's (where this process may say so: as root).
-          () => Deno.chown(path, 65534, 65534).catch(() => {}),
-        ]
-      ) {
-        await Deno.writeTextFile(`${path}/data/spoiled`, "");
-        await spoil();
-        const server = await startPostgres({ templates });
-        try {
-          assert.equal(await login(server.url), true);
-          assert.equal(await exists(`${server.dir}/data/spoiled`), false);
-        } finally {
-          await server.stop();
-        }
-        assert.deepEqual(await entries(templates), [name]);
-        assert.equal(await Deno.readTextFile(`${path}/ready`), name);
-        assert.equal((await Deno.stat(path)).uid, owner);
-        assert.equal(await exists(`${path}/data/spoiled`), false);
-      }
-    } finally {
-      await Deno.remove(templates, { recursive: true });
-    }
-  },
-});
+      await t.step(
+        "two servers at once from one template, each with its own password",
+        async () => {
+          const [a, b] = await Promise.all([
+            startPostgres({ templates }),
+            startPostgres({ templates }),
+          ]);
+          try {
+            assert.notEqual(a.password, b.password);
+            assert.equal(await login(a.url), true);
+            assert.equal(await login(b.url), true);
+            // The other's password is refused: each set its own.
+            assert.equal(
+              await login(a.url.replace(a.password, b.password)),
+              "28P01",
+            );
+            const names = await entries(templates);
+            assert.equal(names.length, 1, names.join(", "));
+            assert.match(names[0]!, /^relayer-pg-template-[0-9a-f]{16}$/);
+            // The next server copies that template, not one made again.
+            await Deno.writeTextFile(`${templates}/${names[0]}/kept`, "");
+            await (await startPostgres({ templates })).stop();
+            assert.equal(await exists(`${templates}/${names[0]}/kept`), true);
+          } finally {
+            await Promise.all([a.stop(), b.stop()]);
+          }
+        },
+      );
 
-Deno.test({
-  name:
-    "startPostgres() runs initdb for a server its template's copy does not start, and drops that template",
-  ignore: !postgresAvailable,
-  async fn() {
-    const templates = await templatesDir();
-    try {
-      await (await startPostgres({ templates })).stop();
-      const [name] = await entries(templates);
-      // Whole to the check, but the server refuses its control file.
-      const control = `${templates}/${name}/data/global/pg_control`;
-      const { size } = await Deno.stat(control);
-      await Deno.writeFile(control, new Uint8Array(size));
-      const server = await startPostgres({ templates });
-      try {
-        assert.equal(await login(server.url), true);
-      } finally {
-        await server.stop();
-      }
-      assert.deepEqual(await entries(templates), []);
+      await t.step(
+        "a template half made, broken or another user's is made again",
+        async () => {
+          const [name] = await entries(templates);
+          const path = `${templates}/${name}`;
+          const { uid: owner } = await Deno.stat(path);
+          for (
+            const spoil of [
+              // Half made: its `ready` is written last.
+              () => Deno.remove(`${path}/ready`),
+              // Broken: a file the server needs is gone.
+              () => Deno.remove(`${path}/data/global/pg_control`),
+              // Another user's (where this process may say so: as root).
+              () => Deno.chown(path, 65534, 65534).catch(() => {}),
+            ]
+          ) {
+            await Deno.writeTextFile(`${path}/data/spoiled`, "");
+            await spoil();
+            const server = await startPostgres({ templates });
+            try {
+              assert.equal(await login(server.url), true);
+              assert.equal(await exists(`${server.dir}/data/spoiled`), false);
+            } finally {
+              await server.stop();
+            }
+            assert.deepEqual(await entries(templates), [name]);
+            assert.equal(await Deno.readTextFile(`${path}/ready`), name);
+            assert.equal((await Deno.stat(path)).uid, owner);
+            assert.equal(await exists(`${path}/data/spoiled`), false);
+          }
+        },
+      );
+
+      await t.step(
+        "a template whose copy does not start: initdb for that server, and the template dropped",
+        async () => {
+          const [name] = await entries(templates);
+          // Whole to the check, but the server refuses its control file.
+          const control = `${templates}/${name}/data/global/pg_control`;
+          const { size } = await Deno.stat(control);
+          await Deno.writeFile(control, new Uint8Array(size));
+          const server = await startPostgres({ templates });
+          try {
+            assert.equal(await login(server.url), true);
+          } finally {
+            await server.stop();
+          }
+          assert.deepEqual(await entries(templates), []);
+        },
+      );
     } finally {
       await Deno.remove(templates, { recursive: true });
     }
