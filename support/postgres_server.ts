@@ -350,6 +350,20 @@ export async function startPostgres(
     user === null
       ? run(`${bin}/${command}`, args)
       : run("runuser", ["-u", "postgres", "--", `${bin}/${command}`, ...args]);
+  /** psql as the superuser, over the server's Unix socket (trusted). */
+  const psql = (port: number, args: string[]) =>
+    as("psql", [
+      "-h",
+      dir,
+      "-p",
+      String(port),
+      "-U",
+      "postgres",
+      "-d",
+      "postgres",
+      "-XAtq",
+      ...args,
+    ]);
   const data = `${dir}/data`;
   const log = `${dir}/server.log`;
   await Deno.chmod(dir, 0o755);
@@ -459,21 +473,7 @@ export async function startPostgres(
         "password.sql",
         `SET password_encryption = 'scram-sha-256';\nALTER ROLE postgres PASSWORD '${password}';\n`,
       );
-      const set = await as("psql", [
-        "-h",
-        dir,
-        "-p",
-        String(port),
-        "-U",
-        "postgres",
-        "-d",
-        "postgres",
-        "-XAtq",
-        "-v",
-        "ON_ERROR_STOP=1",
-        "-f",
-        sql,
-      ]);
+      const set = await psql(port, ["-v", "ON_ERROR_STOP=1", "-f", sql]);
       await Deno.remove(sql).catch(() => {});
       if (!set.ok) {
         await as("pg_ctl", ["-D", data, "-m", "immediate", "-w", "stop"]);
@@ -511,19 +511,7 @@ export async function startPostgres(
           }
         },
         async psql(query) {
-          const out = await as(`psql`, [
-            "-h",
-            dir,
-            "-p",
-            String(port),
-            "-U",
-            "postgres",
-            "-d",
-            "postgres",
-            "-XAtq",
-            "-c",
-            query,
-          ]);
+          const out = await psql(port, ["-c", query]);
           if (!out.ok) throw new Error(`psql failed:\n${out.out}`);
           return out.out;
         },
