@@ -617,3 +617,16 @@ export function answeredAs(
     });
   return hook(sql);
 }
+
+/**
+ * Registers a test that starts the run's server (on first use) with no time
+ * limit: a file whose first test has a tight limit calls it first, as under
+ * load a start took up to 24 s of that test's limit.
+ */
+export function serverUpFirst(): void {
+  Deno.test({
+    name: "the run's PostgreSQL server is up",
+    ignore: !postgresAvailable,
+    fn: async () => void await postgresUrl(),
+  });
+}

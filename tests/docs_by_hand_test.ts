@@ -16,7 +16,7 @@ import {
   connect,
   onFreshSchema,
   postgresAvailable,
-  postgresUrl,
+  serverUpFirst,
 } from "./_postgres.ts";
 
 /** The `sql` blocks of docs/postgres.md's section "Writing by hand". */
@@ -31,13 +31,7 @@ async function byHandBlocks(): Promise<string[]> {
   return [...section.matchAll(/^```sql\n([^]*?)^```/gm)].map((m) => m[1]!);
 }
 
-// The run's server starts on first use: here, with no time limit, not
-// in the first test's (under load, a start took up to 24 s).
-Deno.test({
-  name: "the run's PostgreSQL server is up",
-  ignore: !postgresAvailable,
-  fn: async () => void await postgresUrl(),
-});
+serverUpFirst();
 
 Deno.test({
   name:

@@ -16,7 +16,11 @@
  */
 
 import assert from "node:assert/strict";
-import { onFreshSchema, postgresAvailable, postgresUrl } from "../_postgres.ts";
+import {
+  onFreshSchema,
+  postgresAvailable,
+  serverUpFirst,
+} from "../_postgres.ts";
 
 const ABORTED =
   /^Cannot (.+) as PostgreSQL ran it inside a transaction that had already failed on its connection \(25P02: current transaction is aborted\), which something else using this client left open: nothing was (read|written), so try again, and look for a transaction of your own on this client that is never committed or rolled back$/;
@@ -33,13 +37,7 @@ async function refusal(call: Promise<unknown>): Promise<string[]> {
   return [what!, done!];
 }
 
-// The run's server starts on first use: here, with no time limit, not
-// in the first test's (under load, a start took up to 24 s).
-Deno.test({
-  name: "the run's PostgreSQL server is up",
-  ignore: !postgresAvailable,
-  fn: async () => void await postgresUrl(),
-});
+serverUpFirst();
 
 Deno.test({
   name:

@@ -13,7 +13,11 @@ import postgres from "postgres";
 import { createRelayer, type Store } from "../../mod.ts";
 import { PostgresStore } from "../../store/postgres.ts";
 import { kvBackend, memoryBackend } from "../_stores.ts";
-import { freshDatabase, postgresAvailable, postgresUrl } from "../_postgres.ts";
+import {
+  freshDatabase,
+  postgresAvailable,
+  serverUpFirst,
+} from "../_postgres.ts";
 import { timeout } from "../_timeout.ts";
 
 /** Ids an en-US collation orders otherwise than code points. */
@@ -80,13 +84,7 @@ async function shown(store: Store) {
   };
 }
 
-// The run's server starts on first use: here, with no time limit, not
-// in the first test's (under load, a start took up to 24 s).
-Deno.test({
-  name: "the run's PostgreSQL server is up",
-  ignore: !postgresAvailable,
-  fn: async () => void await postgresUrl(),
-});
+serverUpFirst();
 
 Deno.test({
   name:

@@ -13,7 +13,11 @@
  */
 
 import assert from "node:assert/strict";
-import { onFreshSchema, postgresAvailable, postgresUrl } from "../_postgres.ts";
+import {
+  onFreshSchema,
+  postgresAvailable,
+  serverUpFirst,
+} from "../_postgres.ts";
 
 const NOW = 1_767_225_600_000;
 
@@ -33,13 +37,7 @@ function within(call: Promise<unknown>, ms: number): Promise<string> {
   ]).finally(() => clearTimeout(timer));
 }
 
-// The run's server starts on first use: here, with no time limit, not
-// in the first test's (under load, a start took up to 24 s).
-Deno.test({
-  name: "the run's PostgreSQL server is up",
-  ignore: !postgresAvailable,
-  fn: async () => void await postgresUrl(),
-});
+serverUpFirst();
 
 for (const fetchTypes of [true, false]) {
   const path = fetchTypes ? "" : "through sql.begin (fetch_types: false), ";

@@ -30,7 +30,7 @@ import {
   answeredAs,
   onFreshSchema,
   postgresAvailable,
-  postgresUrl,
+  serverUpFirst,
 } from "../_postgres.ts";
 import { genericRequest, NOW, SECRET } from "../webhook/_app.ts";
 
@@ -189,13 +189,7 @@ const CASES: readonly Case[] = [
   },
 ];
 
-// The run's server starts on first use: here, with no time limit, not
-// in the first test's (under load, a start took up to 24 s).
-Deno.test({
-  name: "the run's PostgreSQL server is up",
-  ignore: !postgresAvailable,
-  fn: async () => void await postgresUrl(),
-});
+serverUpFirst();
 
 for (const c of CASES) {
   Deno.test({

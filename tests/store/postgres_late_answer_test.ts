@@ -15,17 +15,12 @@ import {
   freshSchema,
   postgresAvailable,
   postgresUrl,
+  serverUpFirst,
 } from "../_postgres.ts";
 import { timeout } from "../_timeout.ts";
 import { relayed } from "./_cut.ts";
 
-// The run's server starts on first use: here, with no time limit, not
-// in the first test's (under load, a start took up to 24 s).
-Deno.test({
-  name: "the run's PostgreSQL server is up",
-  ignore: !postgresAvailable,
-  fn: async () => void await postgresUrl(),
-});
+serverUpFirst();
 
 // The COMMIT each client path sends last: postgres.js's own on `sql.begin`'s
 // path, the store's COMMIT AND CHAIN (a round trip of its own after the

@@ -17,6 +17,7 @@ import {
   freshSchema,
   postgresAvailable,
   postgresUrl,
+  serverUpFirst,
 } from "../_postgres.ts";
 import { refusingRelay } from "../_refusing_relay.ts";
 import { timeout } from "../_timeout.ts";
@@ -30,13 +31,7 @@ const LOSSES = [
   { name: "ended by the server (pg_terminate_backend)", code: undefined },
 ] as const;
 
-// The run's server starts on first use: here, with no time limit, not
-// in the first test's (under load, a start took up to 24 s).
-Deno.test({
-  name: "the run's PostgreSQL server is up",
-  ignore: !postgresAvailable,
-  fn: async () => void await postgresUrl(),
-});
+serverUpFirst();
 
 for (const fetchTypes of [true, false]) {
   for (const loss of LOSSES) {

@@ -13,19 +13,13 @@ import {
   connect,
   freshSchema,
   postgresAvailable,
-  postgresUrl,
+  serverUpFirst,
 } from "../_postgres.ts";
 import { inTime, timeout } from "../_timeout.ts";
 
 const ignore = !postgresAvailable;
 
-// The run's server starts on first use: here, with no time limit, not
-// in the first test's (under load, a start took up to 24 s).
-Deno.test({
-  name: "the run's PostgreSQL server is up",
-  ignore: !postgresAvailable,
-  fn: async () => void await postgresUrl(),
-});
+serverUpFirst();
 
 Deno.test({
   name:

@@ -17,7 +17,11 @@
 import assert from "node:assert/strict";
 import type postgres from "postgres";
 import { PostgresStore } from "../../store/postgres.ts";
-import { onFreshSchema, postgresAvailable, postgresUrl } from "../_postgres.ts";
+import {
+  onFreshSchema,
+  postgresAvailable,
+  serverUpFirst,
+} from "../_postgres.ts";
 
 const NOW = 1_767_225_600_000;
 
@@ -66,13 +70,7 @@ const FAILED_MID_STREAM: readonly {
   },
 ];
 
-// The run's server starts on first use: here, with no time limit, not
-// in the first test's (under load, a start took up to 24 s).
-Deno.test({
-  name: "the run's PostgreSQL server is up",
-  ignore: !postgresAvailable,
-  fn: async () => void await postgresUrl(),
-});
+serverUpFirst();
 
 for (const c of FAILED_MID_STREAM) {
   Deno.test({

@@ -8,15 +8,13 @@
 
 import assert from "node:assert/strict";
 import { PostgresStore } from "../../store/postgres.ts";
-import { onFreshSchema, postgresAvailable, postgresUrl } from "../_postgres.ts";
+import {
+  onFreshSchema,
+  postgresAvailable,
+  serverUpFirst,
+} from "../_postgres.ts";
 
-// The run's server starts on first use: here, with no time limit, not
-// in the first test's (under load, a start took up to 24 s).
-Deno.test({
-  name: "the run's PostgreSQL server is up",
-  ignore: !postgresAvailable,
-  fn: async () => void await postgresUrl(),
-});
+serverUpFirst();
 
 Deno.test({
   name:

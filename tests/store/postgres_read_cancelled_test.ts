@@ -12,7 +12,11 @@
 import assert from "node:assert/strict";
 import type postgres from "postgres";
 import { PostgresStore } from "../../store/postgres.ts";
-import { onFreshSchema, postgresAvailable, postgresUrl } from "../_postgres.ts";
+import {
+  onFreshSchema,
+  postgresAvailable,
+  serverUpFirst,
+} from "../_postgres.ts";
 import { waitingOnLock } from "./_waiting_on_lock.ts";
 
 const NAME = "relayer_read_cancelled";
@@ -67,13 +71,7 @@ const READS = [
   },
 ] as const;
 
-// The run's server starts on first use: here, with no time limit, not
-// in the first test's (under load, a start took up to 24 s).
-Deno.test({
-  name: "the run's PostgreSQL server is up",
-  ignore: !postgresAvailable,
-  fn: async () => void await postgresUrl(),
-});
+serverUpFirst();
 
 for (const { name, table, read, what } of READS) {
   Deno.test({

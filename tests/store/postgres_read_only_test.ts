@@ -12,19 +12,13 @@ import assert from "node:assert/strict";
 import {
   onReadOnlySchema,
   postgresAvailable,
-  postgresUrl,
+  serverUpFirst,
 } from "../_postgres.ts";
 
 const READ_ONLY =
   /^Cannot .+ as PostgreSQL refused it as read-only \(a standby, a primary that failed over and is not writable yet, or default_transaction_read_only = on\): nothing was written; retry once the database takes writes, and check that the store's URL names the primary$/;
 
-// The run's server starts on first use: here, with no time limit, not
-// in the first test's (under load, a start took up to 24 s).
-Deno.test({
-  name: "the run's PostgreSQL server is up",
-  ignore: !postgresAvailable,
-  fn: async () => void await postgresUrl(),
-});
+serverUpFirst();
 
 Deno.test({
   name:

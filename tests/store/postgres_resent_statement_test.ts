@@ -28,7 +28,7 @@ import {
   type FreshSchema,
   onFreshSchema,
   postgresAvailable,
-  postgresUrl,
+  serverUpFirst,
 } from "../_postgres.ts";
 
 const NOW = 1_767_225_600_000;
@@ -110,13 +110,7 @@ async function admitsOnce(
   assert.deepEqual(await onRecord(admin, schema), once);
 }
 
-// The run's server starts on first use: here, with no time limit, not
-// in the first test's (under load, a start took up to 24 s).
-Deno.test({
-  name: "the run's PostgreSQL server is up",
-  ignore: !postgresAvailable,
-  fn: async () => void await postgresUrl(),
-});
+serverUpFirst();
 
 Deno.test({
   name:

@@ -15,7 +15,12 @@
 
 import assert from "node:assert/strict";
 import postgres from "postgres";
-import { connect, postgresAvailable, postgresUrl } from "../_postgres.ts";
+import {
+  connect,
+  postgresAvailable,
+  postgresUrl,
+  serverUpFirst,
+} from "../_postgres.ts";
 import { refusingRelay } from "../_refusing_relay.ts";
 import { timeout } from "../_timeout.ts";
 
@@ -62,13 +67,7 @@ async function oneHeld(
   }
 }
 
-// The run's server starts on first use: here, with no time limit, not
-// in the first test's (under load, a start took up to 24 s).
-Deno.test({
-  name: "the run's PostgreSQL server is up",
-  ignore: !postgresAvailable,
-  fn: async () => void await postgresUrl(),
-});
+serverUpFirst();
 
 Deno.test({
   name:

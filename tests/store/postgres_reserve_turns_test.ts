@@ -28,17 +28,12 @@ import {
   onFreshSchema,
   postgresAvailable,
   postgresUrl,
+  serverUpFirst,
 } from "../_postgres.ts";
 import { timeout } from "../_timeout.ts";
 import { counting } from "./_counted_reserves.ts";
 
-// The run's server starts on first use: here, with no time limit, not
-// in the first test's (under load, a start took up to 24 s).
-Deno.test({
-  name: "the run's PostgreSQL server is up",
-  ignore: !postgresAvailable,
-  fn: async () => void await postgresUrl(),
-});
+serverUpFirst();
 
 for (
   const [second, wrap] of [

@@ -15,7 +15,7 @@ import { PostgresStore } from "../../store/postgres.ts";
 import {
   freshDatabase,
   postgresAvailable,
-  postgresUrl,
+  serverUpFirst,
   sharedClient,
 } from "../_postgres.ts";
 import { timeout } from "../_timeout.ts";
@@ -67,13 +67,7 @@ async function asRole(
   }
 }
 
-// The run's server starts on first use: here, with no time limit, not
-// in the first test's (under load, a start took up to 24 s).
-Deno.test({
-  name: "the run's PostgreSQL server is up",
-  ignore: !postgresAvailable,
-  fn: async () => void await postgresUrl(),
-});
+serverUpFirst();
 
 Deno.test({
   name:

@@ -11,18 +11,12 @@
 
 import assert from "node:assert/strict";
 import { timeoutAtLeast } from "../../store/_postgres_schema.ts";
-import { connect, postgresAvailable, postgresUrl } from "../_postgres.ts";
+import { connect, postgresAvailable, serverUpFirst } from "../_postgres.ts";
 import { timeout } from "../_timeout.ts";
 
 const ignore = !postgresAvailable;
 
-// The run's server starts on first use: here, with no time limit, not
-// in the first test's (under load, a start took up to 24 s).
-Deno.test({
-  name: "the run's PostgreSQL server is up",
-  ignore: !postgresAvailable,
-  fn: async () => void await postgresUrl(),
-});
+serverUpFirst();
 
 for (
   const setting of [

@@ -24,7 +24,11 @@ import assert from "node:assert/strict";
 import { MemoryStore, type Store } from "../../mod.ts";
 import { PostgresStore } from "../../store/postgres.ts";
 import { heldWrites } from "../_held_writes.ts";
-import { onFreshSchema, postgresAvailable, postgresUrl } from "../_postgres.ts";
+import {
+  onFreshSchema,
+  postgresAvailable,
+  serverUpFirst,
+} from "../_postgres.ts";
 import { lockWrites } from "./_locked_writes.ts";
 import { genericRequest, makeApp, NOW, OPS, SECRET } from "./_app.ts";
 import { failedRequest, failureCallback, signHmac } from "./_signing.ts";
@@ -186,13 +190,7 @@ async function replayAfterPublishedAgain(
   );
 }
 
-// The run's server starts on first use: here, with no time limit, not
-// in the first test's (under load, a start took up to 24 s).
-Deno.test({
-  name: "the run's PostgreSQL server is up",
-  ignore: !postgresAvailable,
-  fn: async () => void await postgresUrl(),
-});
+serverUpFirst();
 
 for (
   const [route, back] of routes.flatMap((route) =>

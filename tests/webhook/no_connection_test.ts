@@ -17,7 +17,7 @@ import {
   answeredAs,
   onFreshSchema,
   postgresAvailable,
-  postgresUrl,
+  serverUpFirst,
 } from "../_postgres.ts";
 
 const OPS = "ops-token-for-tests";
@@ -54,13 +54,7 @@ async function takePool(sql: postgres.Sql): Promise<() => void> {
   return () => held.release();
 }
 
-// The run's server starts on first use: here, with no time limit, not
-// in the first test's (under load, a start took up to 24 s).
-Deno.test({
-  name: "the run's PostgreSQL server is up",
-  ignore: !postgresAvailable,
-  fn: async () => void await postgresUrl(),
-});
+serverUpFirst();
 
 for (const fetchTypes of [true, false]) {
   Deno.test({

@@ -13,7 +13,7 @@ import { ScriptedSender } from "../../mod.ts";
 import {
   onReadOnlySchema,
   postgresAvailable,
-  postgresUrl,
+  serverUpFirst,
 } from "../_postgres.ts";
 
 const OPS = "ops-token-for-tests";
@@ -22,13 +22,7 @@ const headers = {
   "content-type": "application/json",
 };
 
-// The run's server starts on first use: here, with no time limit, not
-// in the first test's (under load, a start took up to 24 s).
-Deno.test({
-  name: "the run's PostgreSQL server is up",
-  ignore: !postgresAvailable,
-  fn: async () => void await postgresUrl(),
-});
+serverUpFirst();
 
 Deno.test({
   name:
