@@ -78,6 +78,7 @@
 import type { KvAtomic, KvKey, KvLike } from "./kv.ts";
 import { notWritten } from "./_not_written.ts";
 import { damagedFile } from "./_damaged_file.ts";
+import { closedKv } from "./_closed_kv.ts";
 
 /** How many commits may be in flight at once; the rest wait and group. */
 export const IN_FLIGHT = 1;
@@ -362,6 +363,7 @@ export class GroupCommit {
       );
     } catch (error) {
       throw fileRefusal(error) ?? damagedFile(error, "write") ??
+        closedKv(error, "write") ??
         (isLocked(error) ? notWritten(error) : error);
     }
   }

@@ -38,6 +38,7 @@
 
 import type { KvEntryMaybe, KvKey, KvLike } from "./kv.ts";
 import { damagedFile } from "./_damaged_file.ts";
+import { closedKv } from "./_closed_kv.ts";
 
 /**
  * How many `getMany` calls may be in flight before reads wait to go
@@ -161,7 +162,7 @@ export class GroupRead {
     try {
       return await this.#kv.getMany(keys);
     } catch (error) {
-      throw damagedFile(error, "read") ?? error;
+      throw damagedFile(error, "read") ?? closedKv(error, "read") ?? error;
     }
   }
 }

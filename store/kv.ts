@@ -52,6 +52,7 @@ import { BusyError } from "./busy_error.ts";
 import { GroupRead } from "./_group_read.ts";
 import { GroupCommit } from "./_group_commit.ts";
 import { damagedFile } from "./_damaged_file.ts";
+import { closedKv } from "./_closed_kv.ts";
 import { ConflictError } from "./conflict_error.ts";
 import {
   assertClaimable,
@@ -1653,7 +1654,7 @@ export class KvStore implements Store {
         if (typeof entry.value === "string") jobIds.push(entry.value);
       }
     } catch (error) {
-      throw damagedFile(error, "read") ?? error;
+      throw damagedFile(error, "read") ?? closedKv(error, "read") ?? error;
     }
     const items: StoredDeadLetter[] = [];
     for (let i = 0; i < jobIds.length; i += 10) {
