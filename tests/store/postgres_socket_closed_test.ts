@@ -18,6 +18,7 @@ import { reconnectBackoffS } from "../../store/postgres.ts";
 import { answeredSocketOption } from "../../store/postgres_socket.ts";
 import { answeredSocket } from "../../store/_postgres_socket.ts";
 import { postgresAvailable, postgresUrl } from "../_postgres.ts";
+import { countedConnects } from "./_counted_connects.ts";
 
 /** "resolved" if `promise` resolves within `ms`, else "not yet". */
 async function within(ms: number, promise: Promise<void>) {
@@ -71,12 +72,7 @@ Deno.test("answeredSocketOption()'s socket refuses a connect made after its clos
   });
   await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
   const { port } = server.address() as net.AddressInfo;
-  const connect = net.connect;
-  let connects = 0;
-  net.connect = ((...args: Parameters<typeof net.connect>) => {
-    connects++;
-    return connect(...args);
-  }) as typeof net.connect;
+  const connects = countedConnects();
   const { socket } = answeredSocketOption(2_000);
   try {
     // The client's stop: it ended, and nothing was open.
@@ -95,12 +91,12 @@ Deno.test("answeredSocketOption()'s socket refuses a connect made after its clos
       errors[0]?.message ?? "",
       /^Cannot connect to 127\.0\.0\.1:\d+ as this client's socket option was closed \(its closed\(\) was called/,
     );
-    assert.equal(connects, 0);
+    assert.equal(connects.count(), 0);
     assert.equal(accepted, 0);
     // Nothing left open: at once.
     assert.equal(await within(500, socket.closed(60_000)), "resolved");
   } finally {
-    net.connect = connect;
+    connects.restore();
     await new Promise((resolve) => server.close(resolve));
   }
 });

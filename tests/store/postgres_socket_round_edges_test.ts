@@ -13,6 +13,7 @@ import net from "node:net";
 import process from "node:process";
 import type { PostgresSocket } from "../../store/postgres_socket.ts";
 import { heldCloses, twoHostsDown } from "./_held_closes.ts";
+import { countedConnects } from "./_counted_connects.ts";
 
 /** Resolves once `socket` emitted its close, with whether it had an error, and the errors it emitted. */
 function closing(
@@ -137,12 +138,7 @@ Deno.test("answeredSocketOption()'s socket, ended by the client while its close 
 });
 
 Deno.test("answeredSocketOption()'s socket refuses TLS over a Unix socket without connecting to it", async () => {
-  const connect = net.connect;
-  let connects = 0;
-  net.connect = ((...args: Parameters<typeof net.connect>) => {
-    connects++;
-    return connect(...args);
-  }) as typeof net.connect;
+  const connects = countedConnects();
   const answered = heldCloses(2_000, () => 1);
   try {
     const { errors } = await closing(answered.socket({
@@ -152,9 +148,9 @@ Deno.test("answeredSocketOption()'s socket refuses TLS over a Unix socket withou
       ssl: "require",
     }));
     assert.match(errors[0]?.message ?? "", /does not do TLS/);
-    assert.equal(connects, 0);
+    assert.equal(connects.count(), 0);
   } finally {
-    net.connect = connect;
+    connects.restore();
     await answered.socket.closed(5_000);
     answered.restore();
   }
