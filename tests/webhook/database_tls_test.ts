@@ -107,7 +107,12 @@ async function startsHealthy(
   }
 }
 
-/** Starts `main.ts` with `env`, which must refuse to start in one line matching `pattern`: that line. */
+/**
+ * Starts `main.ts` with `env`, which must refuse to start in one line
+ * matching `pattern`: that line. One that listens instead fails at once
+ * and is killed, so its sessions do not outlive the case on the shared
+ * server.
+ */
 async function refusedStart(
   env: Record<string, string>,
   pattern: RegExp,
@@ -115,12 +120,17 @@ async function refusedStart(
   const dir = await Deno.makeTempDir({ prefix: "relayer_tls_" });
   const service = startMain(env, { writeDir: dir });
   try {
+    const origin = await service.base();
+    if (origin !== null) {
+      assert.fail(`main.ts listens on ${origin}, where it should refuse`);
+    }
     const { code, stdout, stderr } = await service.ended();
     assert.equal(code, 1, stdout);
     assertOneLine(stderr, pattern);
     return stderr;
   } finally {
     service.kill();
+    await service.ended().catch(() => {});
     await Deno.remove(dir, { recursive: true });
   }
 }
