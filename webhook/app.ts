@@ -4100,13 +4100,16 @@ export function createApp(deps: AppDeps): WebhookApp {
     const hint = tidy !== path && routePatterns.some((r) => r.test(tidy))
       ? ` Send it to ${tidy}: the routes take no slash at the end and no doubled slash.`
       : "";
+    // A HEAD answers the headers its GET would (RFC 9110 §9.3.2), so its
+    // Content-Length is that of the body naming GET; the body is dropped.
+    const head = c.req.method === "HEAD";
     const res = problem(
       404,
       "not-found",
       "Not found",
-      `Nothing answers ${c.req.method} ${path}.${hint}`,
+      `Nothing answers ${head ? "GET" : c.req.method} ${path}.${hint}`,
     );
-    return c.req.method === "HEAD" ? withLength(res) : res;
+    return head ? withLength(res) : res;
   });
 
   /**
