@@ -426,6 +426,21 @@ const QSTASH_REFUSED =
 const HMAC_HINT =
   "If every delivery is refused so, the sender signs with a secret this service does not hold: set WEBHOOK_SECRET back to the sender's, or the sender's as WEBHOOK_SECRET_NEXT beside it, and restart (docs/runbook.md, a deploy with a wrong secret).";
 
+/**
+ * The refusal of a token one of our keys signed for this URL that is past
+ * its `exp` or before its `nbf` by the wall clock: QStash signs each
+ * delivery as it sends it, so when every delivery is refused so, the
+ * clock that is off is this server's. Said, as the MAC is ours: the
+ * caller holds the token and its claims already.
+ */
+const QSTASH_OUT_OF_TIME = {
+  ok: false,
+  detail:
+    "The Upstash-Signature token is QStash's, for this URL, but expired or not yet valid by this server's clock (past its exp, or before its nbf, by more than 30 seconds).",
+  hint:
+    "If every delivery is refused so, this server's clock is off: QStash signs each delivery as it sends it. Set the clock right (NTP).",
+} as const;
+
 /** What to set when every QStash token is signed with keys not ours. */
 const QSTASH_KEYS_HINT =
   "If every delivery is refused so, QSTASH_CURRENT_SIGNING_KEY and QSTASH_NEXT_SIGNING_KEY are not the keys this QStash account signs with: copy both from the Upstash console (QStash, Signing Keys) and restart (docs/runbook.md, a deploy with a wrong secret).";
@@ -652,6 +667,12 @@ export function qstashVerifier(
     // end in a TypeError, not a refusal.
     const claims = jwtClaims(signature);
     if (claims === undefined || typeof claims.body !== "string") return refused;
+    // Our MAC (the precheck's), this URL, out of its time: refused by the
+    // clock, as the Receiver would refuse it, and said so.
+    if (claims.iss === "Upstash" && claims.sub === keys.url) {
+      const timed = outOfTime(claims);
+      if (timed !== undefined) return timed;
+    }
     try {
       const verified = await receiver.verify({
         signature,
@@ -728,20 +749,35 @@ export function qstashVerifier(
         }
         : refused;
     }
-    // jose's checks, by the wall clock in whole seconds: `exp` required
-    // (as the replay claim needs it), `nbf` and `iat` numbers if present.
-    const nowS = Math.floor(Date.now() / 1000);
-    const toleranceS = TOKEN_CLOCK_TOLERANCE_MS / 1000;
+    // jose's checks: `exp` required (as the replay claim needs it), `nbf`
+    // and `iat` numbers if present, then the time they say.
     if (
-      typeof exp !== "number" || exp <= nowS - toleranceS ||
-      (nbf !== undefined &&
-        (typeof nbf !== "number" || nbf > nowS + toleranceS)) ||
+      typeof exp !== "number" ||
+      (nbf !== undefined && typeof nbf !== "number") ||
       (iat !== undefined && typeof iat !== "number")
     ) return refused;
+    const timed = outOfTime(claims);
+    if (timed !== undefined) return timed;
     // And what the replay claim needs, before the body is read for it.
     const claim = replayClaim(claims);
     if (!claim.ok) return claim;
     return { claims };
+  };
+  /**
+   * The clock's refusal of claims whose numeric `exp` is past, or `nbf`
+   * ahead, by the wall clock in whole seconds beyond the tolerance, as
+   * jose's jwtVerify reads them in the Receiver; `undefined` otherwise.
+   */
+  const outOfTime = (
+    claims: Record<string, unknown>,
+  ): typeof QSTASH_OUT_OF_TIME | undefined => {
+    const { exp, nbf } = claims;
+    const nowS = Math.floor(Date.now() / 1000);
+    const toleranceS = TOKEN_CLOCK_TOLERANCE_MS / 1000;
+    return (typeof exp === "number" && exp <= nowS - toleranceS) ||
+        (typeof nbf === "number" && nbf > nowS + toleranceS)
+      ? QSTASH_OUT_OF_TIME
+      : undefined;
   };
   /** `headerClaims`, as a refusal or nothing. */
   const checkClaims = (signature: string | undefined): Refused | undefined => {

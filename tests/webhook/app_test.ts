@@ -704,11 +704,14 @@ Deno.test("createApp() refuses a QStash delivery whose signature does not verify
     const res = await app.request("/v1/qstash", init);
     assert.equal(res.status, 401, name);
     const { detail } = await problemOf(res);
-    // QStash's own token for another URL says which: PUBLIC_URL is wrong.
+    // QStash's own token for another URL says which: PUBLIC_URL is wrong;
+    // for this URL but out of its time, that the clock refused it.
     assert.equal(
       detail,
       name === "wrong URL"
         ? `The Upstash-Signature token is QStash's, but signed for https://evil.test/v1/qstash, and this route checks ${QSTASH.url}: publish to this route's URL, or set the service's PUBLIC_URL (createApp's qstash.url, the route's whole URL) so that it is the URL QStash calls.`
+        : name === "expired"
+        ? "The Upstash-Signature token is QStash's, for this URL, but expired or not yet valid by this server's clock (past its exp, or before its nbf, by more than 30 seconds)."
         : "The Upstash-Signature header is missing or does not verify against this URL and body.",
       name,
     );

@@ -357,3 +357,71 @@ Deno.test("on Deno Deploy a local QStash's published signing key is refused at s
     null,
   );
 });
+
+Deno.test("qstashVerifier() says a token one of its keys signed for this URL was refused by the clock, past its exp or before its nbf, and hints at this server's clock, whether the body is read whole or by its digest", async () => {
+  const verify = qstashVerifier(QSTASH, () => 5_000);
+  const hash = new Uint8Array(
+    await crypto.subtle.digest("SHA-256", new TextEncoder().encode(body)),
+  );
+  const nowS = Math.floor(Date.now() / 1000);
+  const cases: [string, Parameters<typeof signQStash>[1]][] = [
+    ["an hour past its exp", { nowS: nowS - 3600, ttlS: 300 }],
+    ["an hour before its nbf", { nowS: nowS + 3600 }],
+  ];
+  for (const [name, options] of cases) {
+    const token = await signQStash(body, options);
+    for (
+      const answer of [
+        await verify(token, body),
+        verify.checkClaims(token),
+        verify.verifyDigest(token, hash),
+      ]
+    ) {
+      assert.ok(answer && !answer.ok, name);
+      assert.equal(
+        answer.detail,
+        "The Upstash-Signature token is QStash's, for this URL, but expired or not yet valid by this server's clock (past its exp, or before its nbf, by more than 30 seconds).",
+        name,
+      );
+      assert.match(answer.hint ?? "", /this server's clock is off.*NTP/, name);
+    }
+  }
+  // A token no key of ours signed says nothing of the clock: anyone can
+  // make one out of time.
+  const forged = await signQStash(body, {
+    nowS: nowS - 3600,
+    key: "sig_someone_else_0123456789",
+  });
+  const answer = await verify(forged, body);
+  assert.ok(!answer.ok);
+  assert.doesNotMatch(`${answer.detail} ${answer.hint}`, /clock/);
+});
+
+Deno.test("createApp() answers a QStash delivery whose token is out of its time by the clock with that detail, and logs the clock hint", async () => {
+  const lines: string[] = [];
+  const app = createApp({
+    store: new MemoryStore(),
+    sender: new ScriptedSender({}),
+    qstash: QSTASH,
+    log: (line) => lines.push(line),
+  });
+  const res = await app.request("/v1/qstash", {
+    method: "POST",
+    body,
+    headers: {
+      "upstash-signature": await signQStash(body, {
+        nowS: Math.floor(Date.now() / 1000) - 3600,
+      }),
+    },
+  });
+  assert.equal(res.status, 401);
+  assert.match(
+    (await res.json()).detail,
+    /expired or not yet valid by this server's clock/,
+  );
+  assert.equal(lines.length, 1);
+  assert.match(
+    lines[0]!,
+    /^relayer POST \/v1\/qstash refused 401: .*expired or not yet valid.* this server's clock is off/,
+  );
+});
