@@ -994,6 +994,15 @@ export function parseJob(job: unknown): Job {
   if (!isIntentId(intentId)) {
     // Looked for only here: a job read well pays for no more than typeof.
     if (Array.isArray(job)) throw notAJob(job);
+    // The generic route's body where the job itself belongs (a QStash
+    // publish, a Pub/Sub or Cloudflare message, POST /v1/jobs): said so,
+    // not read as a job without an intent id.
+    const { job: inner } = job as Record<string, unknown>;
+    if (intentId === undefined && typeof inner === "object" && inner !== null) {
+      throw new TypeError(
+        `Cannot read job as it is wrapped in {"job": …}, the body POST /v1/deliveries takes: send the job itself, such as {"intentId":"pi_0001","kind":"settle"}`,
+      );
+    }
     throw new TypeError(
       `Cannot read job as 'intentId' must be ${INTENT_ID_RULE}: current value is ${
         show(intentId)

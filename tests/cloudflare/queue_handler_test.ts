@@ -938,3 +938,20 @@ Deno.test("createQueueHandler() reads a text body that begins with U+FEFF as the
     );
   }
 });
+
+Deno.test("createQueueHandler() keeps a message that wraps its job in {job} as a dead letter saying to send the job itself", async () => {
+  const store = new MemoryStore();
+  const queue = createQueueHandler({
+    deadLetterQueue: "jobs-dlq",
+    deadLetterMaxRetries: 100,
+    relayer: relayerOn(store, { maxDeliveries: 3 }),
+    maxRetries: 2,
+  });
+  const wrapped = fakeMessage({ job }, 1, "m-wrapped");
+  await queue({ queue: "jobs", messages: [wrapped] });
+  assert.deepEqual(wrapped.calls, ["ack"]);
+  assert.equal(
+    (await store.getDeadLetter("cloudflare/m-wrapped/unreadable"))?.lastError,
+    'TypeError: Cannot read job as it is wrapped in {"job": …}, the body POST /v1/deliveries takes: send the job itself, such as {"intentId":"pi_0001","kind":"settle"}',
+  );
+});
