@@ -8,6 +8,9 @@ import { KvStore } from "../../store/kv.ts";
 // request: it holds what its callback holds, and keeps a process up) fails
 // it.
 
+/** The app's lease: a give-up waits half of it (4.5 s) for a send here, a delay no other timer of these requests has. */
+const LEASE_MS = 9_000;
+
 const authorized = (id: string): NewIntent => ({
   id,
   state: "authorized",
@@ -63,6 +66,7 @@ Deno.test({
           timeoutMs: 60_000,
           fetch: signer,
         }),
+        leaseMs: LEASE_MS,
       },
     });
     const statuses: Record<string, number> = {};
@@ -95,11 +99,30 @@ Deno.test({
     // Sent, then given up: the give-up reads the tx's receipt first.
     await deliver("pi_gives_up");
     statuses.pi_gives_up = await giveUp("pi_gives_up");
-    // Given up while this relayer's send of it runs: it waits for the send.
+    // Given up while this relayer's send of it runs: it waits for the send,
+    // and the send ends only once that wait's timer is set. Seen as the
+    // runtime's timer of the give-up's budget (half the lease), on its
+    // way: released after a fixed time, a give-up late to start found the
+    // send over and set no timer, and the test passed without it.
     const sending = deliver("pi_busy");
     await busySent.promise;
-    const givingUp = giveUp("pi_busy");
-    await new Promise((resolve) => setTimeout(resolve, 20));
+    const waiting = Promise.withResolvers<void>();
+    const realSetTimeout = globalThis.setTimeout;
+    globalThis.setTimeout = ((...args: Parameters<typeof realSetTimeout>) => {
+      if (args[1] === LEASE_MS / 2) waiting.resolve();
+      return realSetTimeout(...args);
+    }) as typeof realSetTimeout;
+    let givingUp: Promise<number>;
+    try {
+      givingUp = giveUp("pi_busy");
+      const answered = await Promise.race([
+        waiting.promise.then(() => false),
+        givingUp.then(() => true),
+      ]);
+      assert.equal(answered, false, "the give-up did not wait for the send");
+    } finally {
+      globalThis.setTimeout = realSetTimeout;
+    }
     busy.resolve();
     statuses.pi_busy = await sending;
     statuses.pi_busy_gives_up = await givingUp;
