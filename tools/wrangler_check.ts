@@ -517,12 +517,27 @@ async function checkDryRuns(
   return ok;
 }
 
-/** A port nothing listens on now. */
-function freePort(): number {
-  const listener = Deno.listen({ hostname: "127.0.0.1", port: 0 });
-  const { port } = listener.addr as Deno.NetAddr;
-  listener.close();
-  return port;
+/**
+ * Where `wrangler dev` says it serves: the URL of its first "Ready on"
+ * line (colors removed), or none before it says so. Read, not asked for:
+ * the check starts it on port 0.
+ *
+ * @param out What Wrangler printed so far.
+ * @returns The URL it is ready on, or `undefined`.
+ *
+ * @example
+ * ```ts
+ * import { readyUrl } from "./wrangler_check.ts";
+ * import assert from "node:assert/strict";
+ *
+ * assert.equal(readyUrl("[wrangler:info] Ready on http://127.0.0.1:41307\n"), "http://127.0.0.1:41307");
+ * assert.equal(readyUrl("⎔ Starting local server...\n"), undefined);
+ * ```
+ */
+export function readyUrl(out: string): string | undefined {
+  // deno-lint-ignore no-control-regex
+  const plain = out.replace(/\x1b\[[0-9;]*m/g, "");
+  return /\bReady on (https?:\/\/[^\s/]+)/.exec(plain)?.[1];
 }
 
 /** A running `wrangler dev`, its output so far, and how to stop it. */
@@ -543,7 +558,9 @@ async function startDev(
   project: string,
   config: string,
 ): Promise<Dev | { ended: string }> {
-  const port = freePort();
+  // Port 0, and read where it listens: a port probed free on port 0 and
+  // closed is one the system may hand out to the next listen on port 0
+  // (on a shared machine, another's) before Wrangler binds it.
   const child = new Deno.Command(tools.node, {
     args: [
       tools.wrangler,
@@ -554,9 +571,9 @@ async function startDev(
       "--ip",
       "127.0.0.1",
       "--port",
-      String(port),
+      "0",
       "--inspector-port",
-      String(freePort()),
+      "0",
     ],
     cwd: project,
     env: tools.env,
@@ -591,14 +608,15 @@ async function startDev(
     await drained;
   };
   const deadline = Date.now() + READY_TIMEOUT_MS;
-  while (!ended && !/Ready on http/.test(text) && Date.now() < deadline) {
+  while (!ended && readyUrl(text) === undefined && Date.now() < deadline) {
     await new Promise((resolve) => setTimeout(resolve, 200));
   }
-  if (!/Ready on http/.test(text)) {
+  const url = readyUrl(text);
+  if (url === undefined) {
     await stop();
     return { ended: text };
   }
-  return { url: `http://127.0.0.1:${port}`, output: () => text, stop };
+  return { url, output: () => text, stop };
 }
 
 /** A request to the Worker: its status and its JSON answer. */

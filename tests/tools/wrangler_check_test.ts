@@ -10,6 +10,7 @@ import {
   docsHyperdriveTable,
   docsPackageJson,
   postgresConfig,
+  readyUrl,
   wranglerProblems,
 } from "../../tools/wrangler_check.ts";
 
@@ -178,4 +179,26 @@ Deno.test("the Worker takes wrangler.toml's [vars] with the .dev.vars the walk w
     if (at > 0) vars[line.slice(0, at)] = line.slice(at + 1);
   }
   assert.equal(workerConfig(vars).config.webhookSecret, vars.WEBHOOK_SECRET);
+});
+
+Deno.test("readyUrl reads the port wrangler dev started on port 0 listens on from its ready line, colored or not, and none before it", () => {
+  // Wrangler 4.116.0's output, piped, for `wrangler dev --local --ip
+  // 127.0.0.1 --port 0 --inspector-port 0`.
+  const piped = [
+    "",
+    " ⛅️ wrangler 4.116.0",
+    "────────────────────",
+    "⎔ Starting local server...",
+    "[wrangler:info] Ready on http://127.0.0.1:41307",
+    "",
+  ].join("\n");
+  assert.equal(readyUrl(piped), "http://127.0.0.1:41307");
+  // Under FORCE_COLOR: the URL in green.
+  assert.equal(
+    readyUrl(
+      "[wrangler:info] Ready on \x1b[32mhttp://127.0.0.1:41307\x1b[39m\n",
+    ),
+    "http://127.0.0.1:41307",
+  );
+  assert.equal(readyUrl(piped.split("[wrangler:info]")[0]!), undefined);
 });
