@@ -12,6 +12,9 @@
 
 import { notWritten } from "./_not_written.ts";
 
+/** The errors {@linkcode closedKv} made of reads on a closed handle. */
+const CLOSED_READS = new WeakSet<Error>();
+
 /**
  * `error` worded for an operator if the Deno KV handle was closed under
  * the call; `undefined` for any other error.
@@ -47,7 +50,9 @@ export function closedKv(
       }. The service closes it as it stops; a running instance takes the queue's next delivery.`,
       { cause: error },
     );
-    return call === "write" ? notWritten(refused) : refused;
+    if (call === "write") return notWritten(refused);
+    CLOSED_READS.add(refused);
+    return refused;
   }
   if (call === "write" && error.message === "Database is closed.") {
     return new Error(
@@ -56,4 +61,37 @@ export function closedKv(
     );
   }
   return undefined;
+}
+
+/**
+ * The error of a write whose first read, made before anything of it was
+ * sent to commit, failed as the Deno KV handle was closed: the write's
+ * own, as {@linkcode closedKv} words it and marked as nothing written;
+ * `undefined` for any other error. Made afresh: the read's error may be
+ * shared by every read of its group, some of them a write's read back
+ * after a commit, whose outcome it does not know.
+ *
+ * @param error What the read threw.
+ * @returns The write's error, or `undefined`.
+ *
+ * @example
+ * ```ts
+ * import { closedBeforeWrite, closedKv } from "./_closed_kv.ts";
+ * import { isNotWritten } from "./_not_written.ts";
+ * import assert from "node:assert/strict";
+ *
+ * const kv = await Deno.openKv(":memory:");
+ * kv.close();
+ * const read = await kv.get(["a"]).then(() => null, (e) => closedKv(e, "read"));
+ * const error = closedBeforeWrite(read);
+ * assert.match(error!.message, /^Cannot write to Deno KV as its handle is closed/);
+ * assert.equal(isNotWritten(error), true);
+ * assert.equal(isNotWritten(read), false);
+ * assert.equal(closedBeforeWrite(new Error("database is locked")), undefined);
+ * ```
+ */
+export function closedBeforeWrite(error: unknown): Error | undefined {
+  return error instanceof Error && CLOSED_READS.has(error)
+    ? closedKv(error.cause, "write")
+    : undefined;
 }

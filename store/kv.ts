@@ -52,7 +52,7 @@ import { BusyError } from "./busy_error.ts";
 import { GroupRead } from "./_group_read.ts";
 import { GroupCommit } from "./_group_commit.ts";
 import { damagedFile } from "./_damaged_file.ts";
-import { closedKv } from "./_closed_kv.ts";
+import { closedBeforeWrite, closedKv } from "./_closed_kv.ts";
 import { ConflictError } from "./conflict_error.ts";
 import {
   assertClaimable,
@@ -328,6 +328,9 @@ type Entry<T> = {
   readonly value: T | null;
   readonly versionstamp: string | null;
 };
+
+/** The entries of one read, each typed by what this store writes there. */
+type Entries<T extends unknown[]> = { [K in keyof T]: Entry<T[K]> };
 
 type StoredIntent = Omit<IntentRecord, "hold"> & Written;
 
@@ -702,13 +705,11 @@ export class KvStore implements Store {
    * A key Deno KV could not write is absent, as it is in any store, without
    * being sent: Deno KV would refuse the whole read.
    */
-  #get<T extends unknown[]>(
-    ...keys: KvKey[]
-  ): Promise<{ [K in keyof T]: Entry<T[K]> }> {
+  #get<T extends unknown[]>(...keys: KvKey[]): Promise<Entries<T>> {
     const read = keys.every((key) => this.#fits(key))
       ? this.#reads.getMany(keys)
       : this.#getFitting(keys);
-    return read as Promise<{ [K in keyof T]: Entry<T[K]> }>;
+    return read as Promise<Entries<T>>;
   }
 
   /** {@linkcode #get} with some keys over Deno KV's limit: those are absent. */
@@ -927,7 +928,7 @@ export class KvStore implements Store {
         if (!(error instanceof BusyError) && !isRefusal(error)) throw error;
       }
     }
-    const [intent, hold, lease, claim, dead, ...counts] = await this.#get<
+    let read: Entries<
       [
         StoredIntent,
         HoldState,
@@ -936,14 +937,24 @@ export class KvStore implements Store {
         DeadLetter,
         ...StoredCount[],
       ]
-    >(
-      this.#key("intent", id),
-      this.#key("hold", id),
-      this.#key("lease", id),
-      this.#key("claim", options.claim?.key ?? ""),
-      this.#key("dead", deadLetter?.jobId ?? ""),
-      ...uncounted.map((key) => this.#key("deliveries", key)),
-    );
+    >;
+    try {
+      read = await this.#get(
+        this.#key("intent", id),
+        this.#key("hold", id),
+        this.#key("lease", id),
+        this.#key("claim", options.claim?.key ?? ""),
+        this.#key("dead", deadLetter?.jobId ?? ""),
+        ...uncounted.map((key) => this.#key("deliveries", key)),
+      );
+    } catch (error) {
+      // Before any commit of this write, nothing of it was sent; after
+      // one answered as a race lost, it may have landed all the same.
+      throw unanswered === undefined
+        ? closedBeforeWrite(error) ?? error
+        : error;
+    }
+    const [intent, hold, lease, claim, dead, ...counts] = read;
     // The write above, answered as a race lost, may have landed.
     const landed = unanswered &&
       (landedAs(unanswered.stored, intent) ?? landedBy(unanswered.w, claim));
@@ -1215,10 +1226,14 @@ export class KvStore implements Store {
     // Idempotent (DESIGN §8): a race lost to the same change, or to any
     // other, is read again and decided on what won.
     for (let attempt = 1;; attempt++) {
-      const [intent, hold] = await this.#get<[StoredIntent, HoldState]>(
-        this.#key("intent", id),
-        this.#key("hold", id),
-      );
+      let read: Entries<[StoredIntent, HoldState]>;
+      try {
+        read = await this.#get(this.#key("intent", id), this.#key("hold", id));
+      } catch (error) {
+        // Only the first read comes before any commit of this call.
+        throw attempt === 1 ? closedBeforeWrite(error) ?? error : error;
+      }
+      const [intent, hold] = read;
       if (intent.value === null) {
         throw new ConflictError(
           `Cannot ${op} the hold of ${id} as the intent does not exist`,
@@ -1316,10 +1331,16 @@ export class KvStore implements Store {
       unanswered = { w, n: null };
     }
     for (let attempt = 0;; attempt++) {
-      const [count, claim] = await this.#get<[StoredCount, ClaimValue]>(
-        countKey,
-        claimKey,
-      );
+      let read: Entries<[StoredCount, ClaimValue]>;
+      try {
+        read = await this.#get(countKey, claimKey);
+      } catch (error) {
+        // Before any commit of this call, nothing of it was sent.
+        throw unanswered === undefined
+          ? closedBeforeWrite(error) ?? error
+          : error;
+      }
+      const [count, claim] = read;
       if (
         unanswered &&
         (landedBy(unanswered.w, claim) !== null ||
@@ -1453,7 +1474,7 @@ export class KvStore implements Store {
     // lease taken) would land a second time once a redrive took the first,
     // every check holding again. A claim's own check refuses that second
     // commit; without one, the record's does, as a redrive moves it.
-    const [old, guard, intent, hold, held, ...counts] = await this.#get<
+    let read: Entries<
       [
         StoredLetter,
         ClaimValue | Redriven,
@@ -1462,16 +1483,22 @@ export class KvStore implements Store {
         LeaseRecord,
         ...StoredCount[],
       ]
-    >(
-      this.#key("dead", deadLetter.jobId),
-      options.claim
-        ? this.#key("claim", options.claim.key)
-        : this.#key("redriven", deadLetter.jobId),
-      this.#key("intent", deadLetter.intentId),
-      this.#key("hold", deadLetter.intentId),
-      this.#key("lease", deadLetter.intentId),
-      ...markedKeys,
-    );
+    >;
+    try {
+      read = await this.#get(
+        this.#key("dead", deadLetter.jobId),
+        options.claim
+          ? this.#key("claim", options.claim.key)
+          : this.#key("redriven", deadLetter.jobId),
+        this.#key("intent", deadLetter.intentId),
+        this.#key("hold", deadLetter.intentId),
+        this.#key("lease", deadLetter.intentId),
+        ...markedKeys,
+      );
+    } catch (error) {
+      throw closedBeforeWrite(error) ?? error; // nothing sent yet
+    }
+    const [old, guard, intent, hold, held, ...counts] = read;
     const atomic = this.#group.atomic();
     if (options.lease && intent.value === null) {
       throw new ConflictError(
@@ -1567,10 +1594,14 @@ export class KvStore implements Store {
     // A commit answered as a race lost may have landed: the next read
     // finds the lease gone (or another's), and that is the answer.
     for (let attempt = 0; attempt < RACE_RETRIES; attempt++) {
-      const [held, intent] = await this.#get<[LeaseRecord, StoredIntent]>(
-        key,
-        intentKey,
-      );
+      let read: Entries<[LeaseRecord, StoredIntent]>;
+      try {
+        read = await this.#get(key, intentKey);
+      } catch (error) {
+        // Only the first read comes before any commit of this call.
+        throw attempt === 0 ? closedBeforeWrite(error) ?? error : error;
+      }
+      const [held, intent] = read;
       if (held.value?.owner !== owner) return;
       const atomic = this.#group.atomic();
       atomic.check(held, intent).delete(key);
@@ -1695,10 +1726,13 @@ export class KvStore implements Store {
     options ??= {};
     const key = this.#key("dead", jobId);
     const redriven = this.#key("redriven", jobId);
-    const [entry, last] = await this.#get<[StoredLetter, Redriven]>(
-      key,
-      redriven,
-    );
+    let read: Entries<[StoredLetter, Redriven]>;
+    try {
+      read = await this.#get(key, redriven);
+    } catch (error) {
+      throw closedBeforeWrite(error) ?? error; // nothing sent yet
+    }
+    const [entry, last] = read;
     const changed = () =>
       new ConflictError(
         `Cannot redrive ${jobId} as its dead letter changed or is gone since it was read; re-read it`,
