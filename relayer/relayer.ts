@@ -2337,7 +2337,11 @@ export function createRelayer(options: RelayerOptions): Relayer {
   /** Whether a send's record landed, which clears its write-ahead. */
   interface Recorded {
     landed: boolean;
-    /** The store answered the record that nothing was written (a race lost, busy, a replay). */
+    /**
+     * The store answered the record that nothing was written: a race lost,
+     * busy, a replay, or an error it marked so (a full disk, a read-only
+     * database, a closed handle).
+     */
     refused: boolean;
   }
 
@@ -2352,7 +2356,8 @@ export function createRelayer(options: RelayerOptions): Relayer {
       return written;
     } catch (error) {
       record.refused = error instanceof ConflictError ||
-        error instanceof BusyError || error instanceof ReplayError;
+        error instanceof BusyError || error instanceof ReplayError ||
+        isNotWritten(error);
       throw error;
     }
   }
@@ -2509,7 +2514,7 @@ export function createRelayer(options: RelayerOptions): Relayer {
       // reset after the commit went out, a write not answered in time)
       // says nothing of whether it landed, and "failed" would say more.
       throw new Error(
-        record.refused || isNotWritten(error)
+        record.refused
           ? `sent ${txHash}, but its record failed: ${messageOf(error)}`
           : `sent ${txHash}, and its record may have landed: ${
             messageOf(error)

@@ -9,6 +9,7 @@
 import assert from "node:assert/strict";
 import { createApp } from "../../webhook/app.ts";
 import { MemoryStore, type NewIntent, ScriptedSender } from "../../mod.ts";
+import { notWritten } from "../../store/_not_written.ts";
 
 const OPS = "ops-token-for-review-record-tests";
 
@@ -125,4 +126,81 @@ Deno.test("POST /v1/intents/:id/resolve does not say a tx is on no record when i
   assert.match(problem.detail, /0xs/);
   assert.doesNotMatch(problem.detail, /on no record/);
   assert.equal((await store.getIntent("pi_1"))?.hold, "pending");
+});
+
+Deno.test("POST /v1/intents/:id/resolve waits for no send in flight when the send ran here and its record was refused with nothing written, and still waits when its record's error says nothing", async () => {
+  // The send ends in this process; its record fails. Marked "nothing
+  // written" (a full disk, a read-only database), the write-ahead left on
+  // the intent is that send's, which ended: no other can still run behind
+  // it. Unmarked (a connection cut after the commit), it may have landed,
+  // and the write-ahead read may be another send's.
+  for (const marked of [true, false]) {
+    class RecordFails extends MemoryStore {
+      override recordBroadcast(): Promise<never> {
+        const error = new Error("the disk is full");
+        return Promise.reject(marked ? notWritten(error) : error);
+      }
+    }
+    const store = new RecordFails();
+    await store.createIntent({
+      id: "pi_1",
+      state: "authorized",
+      hold: "pending",
+    });
+    const clock = { mono: 0 };
+    const app = createApp({
+      store,
+      sender: new ScriptedSender({
+        pi_1: {
+          sends: [{ txHash: "0xs" }],
+          receipts: ["dropped", "dropped", "dropped"],
+        },
+      }),
+      opsToken: OPS,
+      log: () => {},
+      monotonicNow: () => clock.mono,
+    });
+    const outcome = await app.relayer.deliver(
+      { intentId: "pi_1", kind: "settle" },
+      1,
+    );
+    assert.match(
+      outcome.reason ?? "",
+      marked
+        ? /^sent 0xs, but its record failed: the disk is full$/
+        : /^sent 0xs, and its record may have landed: the disk is full$/,
+    );
+    const settling = (await store.getIntent("pi_1"))!;
+    assert.notEqual(settling.broadcasting, null, "the write-ahead stays");
+    const reviewed = await store.transition("pi_1", {
+      from: "settling",
+      to: "needs_review",
+      version: settling.version,
+      at: 1,
+    });
+    const fail = () =>
+      app.request("/v1/intents/pi_1/resolve", {
+        method: "POST",
+        headers: { authorization: `Bearer ${OPS}` },
+        body: JSON.stringify({
+          to: "failed",
+          version: reviewed.version,
+          nonceChecked: true,
+        }),
+      });
+    const res = await fail();
+    if (marked) {
+      // Its tx is on no record: looked up again once, then failed, with
+      // no lease's wait (the clock has not moved).
+      assert.equal(res.status, 409);
+      assert.match((await res.json()).type, /send-ended$/);
+      const failed = await fail();
+      assert.equal(failed.status, 200, await failed.text());
+      assert.equal((await store.getIntent("pi_1"))?.state, "failed");
+    } else {
+      assert.equal(res.status, 409);
+      assert.match((await res.json()).type, /send-in-flight$/);
+      assert.equal((await store.getIntent("pi_1"))?.state, "needs_review");
+    }
+  }
 });
