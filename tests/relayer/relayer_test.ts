@@ -1655,9 +1655,10 @@ function suite(backend: Backend): void {
     assert.equal(await t.store.getDeadLetter("pi_0001/settle"), null);
   });
 
-  test("createRelayer() leaves the store's failure of a send's record to the policy: at the last delivery the payment goes to review, the hash that left in its letter, its record said to have failed only where the store marked it not written", async () => {
+  test("createRelayer() leaves the store's failure of a send's record to the policy: at the last delivery the payment goes to review, the hash that left in its letter, its record said to have failed only where the store refused it or marked it not written", async () => {
     // A connection reset says nothing of whether the commit landed; a
-    // write the store marked as not written did not.
+    // write the store marked as not written did not, nor one it refused
+    // by its rules (a race lost, a replay), marked or not.
     for (
       const [fail, said] of [
         [
@@ -1667,6 +1668,14 @@ function suite(backend: Backend): void {
         [
           notWritten(new Error("the database refused the write")),
           "sent 0x2, but its record failed: the database refused the write",
+        ],
+        [
+          new ConflictError("pi_0001 changed under the record"),
+          "sent 0x2, but its record failed: pi_0001 changed under the record",
+        ],
+        [
+          new ReplayError("the delivery's claim was used before"),
+          "sent 0x2, but its record failed: the delivery's claim was used before",
         ],
       ] as const
     ) {
