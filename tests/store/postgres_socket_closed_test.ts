@@ -100,3 +100,28 @@ Deno.test("answeredSocketOption()'s socket refuses a connect made after its clos
     await new Promise((resolve) => server.close(resolve));
   }
 });
+
+Deno.test("answeredSocketOption()'s socket refuses a connect to a socket dir after its closed() was called too, without connecting: a Unix socket's client reconnects after its end as a TCP one does", async () => {
+  // Nothing listens there: a connect would fail in other words (and ask
+  // for net access to the path, which the test run does not grant).
+  const path = "/run/relayer-no-such-dir/.s.PGSQL.5432";
+  const connects = countedConnects();
+  const { socket } = answeredSocketOption(2_000);
+  try {
+    await socket.closed(1_000);
+    const made = socket({
+      host: ["/run/relayer-no-such-dir"],
+      port: [5432],
+      path,
+    });
+    const errors: Error[] = [];
+    made.on("error", (error) => errors.push(error));
+    await new Promise((resolve) => made.once("close", resolve));
+    assert.deepEqual(errors.map((error) => error.message.split(" (")[0]), [
+      `Cannot connect to ${path} as this client's socket option was closed`,
+    ]);
+    assert.equal(connects.count(), 0);
+  } finally {
+    connects.restore();
+  }
+});
