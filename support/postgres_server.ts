@@ -437,6 +437,13 @@ export async function startPostgres(
   }
 
   let lastError = "";
+  /** This server's data dir made by initdb, not copied, and the template dropped. */
+  const remake = async () => {
+    copied = false;
+    if (source !== undefined) await discard(source);
+    await Deno.remove(data, { recursive: true }).catch(() => {});
+    await initdb();
+  };
   for (let attempt = 0; attempt < 5; attempt++) {
     const port = freePort();
     const start = () =>
@@ -476,8 +483,13 @@ export async function startPostgres(
       const set = await psql(port, ["-v", "ON_ERROR_STOP=1", "-f", sql]);
       await Deno.remove(sql).catch(() => {});
       if (!set.ok) {
+        // The copy will not take a password: as a copy that does not
+        // start, made by initdb from here on, and the template dropped
+        // (every copy of it would fail so).
         await as("pg_ctl", ["-D", data, "-m", "immediate", "-w", "stop"]);
-        throw new Error(`Setting the server's password failed:\n${set.out}`);
+        lastError = `Setting the server's password failed:\n${set.out}`;
+        await remake();
+        continue;
       }
     }
     if (started.ok) {
@@ -526,10 +538,7 @@ export async function startPostgres(
     ) {
       // Not the port: the copy itself. Made by initdb from here on, and the
       // template made again by the next server.
-      copied = false;
-      if (source !== undefined) await discard(source);
-      await Deno.remove(data, { recursive: true }).catch(() => {});
-      await initdb();
+      await remake();
     }
   }
   throw new Error(`PostgreSQL did not start:\n${lastError}`);

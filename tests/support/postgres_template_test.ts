@@ -106,20 +106,39 @@ Deno.test({
       );
 
       await t.step(
-        "a template whose copy does not start: initdb for that server, and the template dropped",
+        "a template whose copy does not start, or takes no password: initdb for that server, and the template dropped",
         async () => {
-          const [name] = await entries(templates);
-          // Whole to the check, but the server refuses its control file.
-          const control = `${templates}/${name}/data/global/pg_control`;
-          const { size } = await Deno.stat(control);
-          await Deno.writeFile(control, new Uint8Array(size));
-          const server = await startPostgres({ templates });
-          try {
-            assert.equal(await login(server.url), true);
-          } finally {
-            await server.stop();
+          for (
+            const spoil of [
+              // Whole to the check, but the server refuses its control file.
+              async (data: string) => {
+                const control = `${data}/global/pg_control`;
+                const { size } = await Deno.stat(control);
+                await Deno.writeFile(control, new Uint8Array(size));
+              },
+              // It starts, but refuses the login that sets the password.
+              (data: string) =>
+                Deno.writeTextFile(
+                  `${data}/pg_hba.conf`,
+                  "local all all reject\nhost all all 127.0.0.1/32 scram-sha-256\n",
+                ),
+            ]
+          ) {
+            let [name] = await entries(templates);
+            if (name === undefined) {
+              // The step before dropped it: the next server makes it again.
+              await (await startPostgres({ templates })).stop();
+              [name] = await entries(templates);
+            }
+            await spoil(`${templates}/${name}/data`);
+            const server = await startPostgres({ templates });
+            try {
+              assert.equal(await login(server.url), true);
+            } finally {
+              await server.stop();
+            }
+            assert.deepEqual(await entries(templates), []);
           }
-          assert.deepEqual(await entries(templates), []);
         },
       );
     } finally {
