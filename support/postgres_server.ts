@@ -303,8 +303,9 @@ async function template(
  * and the OS user, so other binaries or flags make their own; and it
  * holds no secret (its superuser's password was random and never kept:
  * each server sets its own after it starts). A template that fails its
- * check is made again, and a server its copy does not start is made by
- * `initdb` in place.
+ * check is made again, and a server its copy does not start (or whose
+ * copy will not take its password) is made by `initdb` in place, the
+ * template dropped.
  *
  * @param options `dir`: where to put it; `bin`: the server binaries; `tls`:
  * a certificate and key to serve TLS with.
@@ -329,12 +330,11 @@ export async function startPostgres(
      */
     settings?: Readonly<Record<string, string>>;
     /**
-     * Where the template data dirs are kept; `null` runs `initdb` for this
-     * server alone.
+     * Where the template data dirs are kept.
      *
      * @default {the OS temp dir}
      */
-    templates?: string | null;
+    templates?: string;
   } = {},
 ): Promise<OwnedPostgresServer> {
   const bin = options.bin ?? await postgresBinDir();
@@ -400,21 +400,19 @@ export async function startPostgres(
     if (!init.ok) throw new Error(`initdb failed:\n${init.out}`);
   };
   // `cp -a` keeps the owner (the postgres OS user) and the data dir's 0700.
-  let copied = false;
-  let source: string | undefined;
-  if (options.templates !== null) {
-    source = await template(
-      options.templates ?? await tempRoot(),
-      bin,
-      uid,
-      user,
-      as,
-    );
-    copied = (await run("cp", ["-a", `${source}/data`, data])).ok;
+  const source = await template(
+    options.templates ?? await tempRoot(),
+    bin,
+    uid,
+    user,
+    as,
+  );
+  let copied = (await run("cp", ["-a", `${source}/data`, data])).ok;
+  if (!copied) {
     // A template deleted under the copy: this server's own initdb instead.
-    if (!copied) await Deno.remove(data, { recursive: true }).catch(() => {});
+    await Deno.remove(data, { recursive: true }).catch(() => {});
+    await initdb();
   }
-  if (!copied) await initdb();
   const tls: string[] = [];
   if (options.tls) {
     // The server reads its key only if no one else may.
@@ -440,7 +438,7 @@ export async function startPostgres(
   /** This server's data dir made by initdb, not copied, and the template dropped. */
   const remake = async () => {
     copied = false;
-    if (source !== undefined) await discard(source);
+    await discard(source);
     await Deno.remove(data, { recursive: true }).catch(() => {});
     await initdb();
   };
