@@ -61,6 +61,7 @@ import {
 } from "./_rules.ts";
 import { assertOptionNames, checkedClock, show } from "../policy/_validate.ts";
 import { describeError } from "../policy/_walk.ts";
+import { formatDuration } from "../policy/format_duration.ts";
 import { connectionLost } from "./_postgres_errors.ts";
 import type { DeadLetter, HoldState } from "./store.ts";
 
@@ -534,7 +535,7 @@ export async function moveKvToPostgres(
             (expiresAt as number) + skewMs > now
           ) {
             // Taken since the check above: the service is still running.
-            throw leaseHeld(String(id), value);
+            throw leaseHeld(String(id), value, skewMs);
           }
           left.lapsedLeases++;
           break;
@@ -805,25 +806,40 @@ async function refuseHeldLeases(
       !Number.isSafeInteger(lease.expiresAt) ||
       (lease.expiresAt as number) + skewMs > now
     ) {
-      throw leaseHeld(String(entry.key.at(-1)), lease);
+      throw leaseHeld(String(entry.key.at(-1)), lease, skewMs);
     }
   }
 }
 
-function leaseHeld(intentId: string, lease: { expiresAt?: unknown }): Error {
+function leaseHeld(
+  intentId: string,
+  lease: { expiresAt?: unknown },
+  skewMs: number,
+): Error {
   const at = lease.expiresAt as number;
-  const until = !Number.isSafeInteger(at)
-    ? ""
-    : Math.abs(at) <= 8_640_000_000_000_000
-    ? ` until ${new Date(at).toISOString()}`
-    // No Date holds it (a leaseMs that long, a clock beyond it).
-    : ` until ${at} (ms since 1970, past what a Date can show)`;
+  // The move takes a lease as held the clock skew past its expiry, as a
+  // delivery does: named by its expiry alone, a run again at that time was
+  // refused anew, naming a time already past.
+  const wait = !Number.isSafeInteger(at) || skewMs === 0
+    ? "wait for the lease to lapse"
+    : `wait until ${instant(at + skewMs)}, its expiry and the clock skew of ${
+      formatDuration(skewMs)
+    } the move allows for another instance's clock`;
+  const until = Number.isSafeInteger(at) ? ` until ${instant(at)}` : "";
   return new BusyError(
-    `Cannot move from Deno KV as a delivery holds the lease of intent ${intentId}${until}: pause the queue (or stop the service), wait for the lease to lapse, then run the move again. Nothing was moved.`,
+    `Cannot move from Deno KV as a delivery holds the lease of intent ${intentId}${until}: pause the queue (or stop the service), ${wait}, then run the move again. Nothing was moved.`,
     Number.isSafeInteger(lease.expiresAt)
       ? { leaseExpiresAt: lease.expiresAt as number }
       : {},
   );
+}
+
+/** A time in ms since 1970 as ISO 8601, or as a number past what a Date can show. */
+function instant(ms: number): string {
+  return Math.abs(ms) <= 8_640_000_000_000_000
+    ? new Date(ms).toISOString()
+    // No Date holds it (a leaseMs that long, a clock beyond it).
+    : `${ms} (ms since 1970, past what a Date can show)`;
 }
 
 /**

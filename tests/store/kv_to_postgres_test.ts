@@ -1194,6 +1194,15 @@ Deno.test({
         clockSkewMs: skew,
       }).then(() => null, (error) => error);
       assert.ok(held instanceof BusyError, String(held));
+      // Its expiry is past: the refusal names the time it waits for.
+      assert.equal(
+        held.message,
+        `Cannot move from Deno KV as a delivery holds the lease of intent pi_0001 until ${
+          new Date(T0).toISOString()
+        }: pause the queue (or stop the service), wait until ${
+          new Date(T0 + skew).toISOString()
+        }, its expiry and the clock skew of 5s the move allows for another instance's clock, then run the move again. Nothing was moved.`,
+      );
       const report = await moveKvToPostgres(file.kv, pg.sql, {
         schema: pg.schema,
         now: () => T0 + skew,
@@ -1236,7 +1245,9 @@ Deno.test({
       const error = await heldLeaseRefusal(file.kv, pg, expiresAt);
       assert.equal(
         error.message,
-        `Cannot move from Deno KV as a delivery holds the lease of intent pi_0001 until ${expiresAt} (ms since 1970, past what a Date can show): pause the queue (or stop the service), wait for the lease to lapse, then run the move again. Nothing was moved.`,
+        `Cannot move from Deno KV as a delivery holds the lease of intent pi_0001 until ${expiresAt} (ms since 1970, past what a Date can show): pause the queue (or stop the service), wait until ${
+          expiresAt + 5_000
+        } (ms since 1970, past what a Date can show), its expiry and the clock skew of 5s the move allows for another instance's clock, then run the move again. Nothing was moved.`,
       );
       assert.equal((await rowCounts(pg.sql, pg.schema)).intents, 0);
     }),
@@ -1254,7 +1265,7 @@ Deno.test({
         messages.push((await heldLeaseRefusal(file.kv, pg, expiresAt)).message);
       }
       assert.deepEqual(messages, [
-        "Cannot move from Deno KV as a delivery holds the lease of intent pi_0001 until +275760-09-13T00:00:00.000Z: pause the queue (or stop the service), wait for the lease to lapse, then run the move again. Nothing was moved.",
+        "Cannot move from Deno KV as a delivery holds the lease of intent pi_0001 until +275760-09-13T00:00:00.000Z: pause the queue (or stop the service), wait until 8640000000005000 (ms since 1970, past what a Date can show), its expiry and the clock skew of 5s the move allows for another instance's clock, then run the move again. Nothing was moved.",
         "Cannot move from Deno KV as a delivery holds the lease of intent pi_0001: pause the queue (or stop the service), wait for the lease to lapse, then run the move again. Nothing was moved.",
       ]);
       assert.equal((await rowCounts(pg.sql, pg.schema)).intents, 0);
