@@ -278,11 +278,11 @@ export async function main(
       SELECT count(*)::int AS "inFlight" FROM relayer.intents
       WHERE state IN ('authorized', 'settling')`;
     console.log(
-      "next   start the service with DATABASE_URL (KV_PATH and KV_URL unset), then resume the queue",
+      "next   start the service with DATABASE_URL (KV_PATH, KV_URL and KV_QUEUE unset), then resume the queue",
     );
     if (inFlight > 0) {
       console.log(
-        `       if it ran KV_QUEUE=1, its local queue's messages were not moved: publish a job (POST /v1/jobs) for each intent still authorized or settling (${
+        `       if it ran KV_QUEUE=1, its local queue's messages were not moved, and no local queue runs on PostgreSQL: give the service QStash (QSTASH_TOKEN) and publish a job (POST /v1/jobs), or deliver one signed on POST /v1/deliveries, for each intent still authorized or settling (${
           inFlight === 1 ? "there is 1" : `there are ${inFlight}`
         }; docs/stores.md's query lists them)`,
       );

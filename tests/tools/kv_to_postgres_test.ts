@@ -98,10 +98,25 @@ Deno.test({
         first.out.split("\n")[0],
         "moved  1 intent, 1 hold, 1 delivery count, 0 replay records, 0 dead letters",
       );
-      // The local queue's messages are not moved: its intents in flight are.
+      // The local queue neither moves nor runs on PostgreSQL: KV_QUEUE goes
+      // too (the start refuses it beside DATABASE_URL), and POST /v1/jobs
+      // needs a queue the service is given.
+      assert.equal(
+        first.out.split("\n")[2],
+        "next   start the service with DATABASE_URL (KV_PATH, KV_URL and KV_QUEUE unset), then resume the queue",
+      );
       assert.equal(
         first.out.split("\n")[3],
-        "       if it ran KV_QUEUE=1, its local queue's messages were not moved: publish a job (POST /v1/jobs) for each intent still authorized or settling (there is 1; docs/stores.md's query lists them)",
+        "       if it ran KV_QUEUE=1, its local queue's messages were not moved, and no local queue runs on PostgreSQL: give the service QStash (QSTASH_TOKEN) and publish a job (POST /v1/jobs), or deliver one signed on POST /v1/deliveries, for each intent still authorized or settling (there is 1; docs/stores.md's query lists them)",
+      );
+      // docs/stores.md shows the same two lines (its store had 2 in flight).
+      const shown = (await Deno.readTextFile(new URL("docs/stores.md", root)))
+        .split("\n").map((line) => line.slice(3));
+      const at = shown.findIndex((line) => line.startsWith("next   "));
+      assert.deepEqual(
+        shown.slice(at, at + 2),
+        first.out.split("\n").slice(2, 4)
+          .map((line) => line.replace("there is 1", "there are 2")),
       );
       const sql = postgres(database.url, { onnotice: () => {}, max: 1 });
       try {
