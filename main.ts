@@ -27,6 +27,8 @@
  */
 
 // deno-lint-ignore-file no-console
+import { isIP } from "node:net";
+import { checkServerIdentity, type PeerCertificate } from "node:tls";
 import postgres from "postgres";
 import {
   describePolicy,
@@ -53,6 +55,7 @@ import { createApp, qstashPublisher, type WebhookApp } from "./webhook/app.ts";
 import {
   type Config,
   ConfigError,
+  type DatabaseTls,
   loadConfig,
   routeOptions,
 } from "./webhook/config.ts";
@@ -803,6 +806,26 @@ async function migrateAtStart(
 }
 
 /**
+ * The client's `ssl` option for `database`: as the URL asks, but for
+ * `verify-full` at an IP address, which is checked against that address.
+ * postgres.js 3.4.9 gives TLS no server name for an IP address, and the TLS
+ * of Node and Deno then checks the certificate against "localhost": a
+ * certificate that names the address was refused ("Host: localhost. is not
+ * cert's CN"), and one that names localhost taken.
+ */
+function clientTls(
+  database: NonNullable<Config["database"]>,
+): DatabaseTls | { checkServerIdentity: typeof checkServerIdentity } {
+  if (database.ssl !== "verify-full") return database.ssl;
+  const host = new URL(database.url).hostname;
+  if (isIP(host) === 0) return database.ssl;
+  return {
+    checkServerIdentity: (_name: string, certificate: PeerCertificate) =>
+      checkServerIdentity(host, certificate),
+  };
+}
+
+/**
  * Opens PostgreSQL and migrates it, trying the migration again a few times
  * when the connection is lost under it. A database that cannot be reached
  * or migrated stops the start like a bad setting: one line naming
@@ -826,7 +849,7 @@ async function openPostgres(
     // PGSSLNEGOTIATION say. postgres.js 3.4.9 reads `sslnegotiation`; its
     // types do not name it.
     const tls = {
-      ssl: database.ssl,
+      ssl: clientTls(database),
       sslnegotiation: database.sslnegotiation,
     } as Pick<postgres.Options<Record<string, never>>, "ssl">;
     // postgres() itself throws on a URL it cannot decode.

@@ -302,3 +302,31 @@ Deno.test({
       }),
   ),
 });
+
+Deno.test({
+  name:
+    "main.ts checks the certificate of a server DATABASE_URL names by IP address against that address with ?sslmode=verify-full, not against localhost",
+  ignore: !tlsAvailable,
+  fn: timeout(60_000, async () => {
+    // A certificate that names the address alone: postgres.js gives TLS no
+    // server name for an address, and the check fell back to "localhost".
+    const certificates = await testCertificates(["127.0.0.1"]);
+    const server = await startPostgres({ tls: certificates });
+    try {
+      const url = new URL(server.url);
+      assert.equal(url.hostname, "127.0.0.1");
+      const line = await startsHealthy({
+        ...base,
+        DATABASE_URL: `${url.href}?sslmode=verify-full`,
+        DENO_CERT: certificates.caFile,
+      });
+      assert.match(
+        line,
+        /; store PostgreSQL 127\.0\.0\.1:\d+\/postgres, TLS, server verified \(sslmode=verify-full\); /,
+      );
+    } finally {
+      await server.stop();
+      await certificates.remove();
+    }
+  }),
+});
