@@ -811,9 +811,33 @@ async function migrateAtStart(
  * postgres.js 3.4.9 gives TLS no server name for an IP address, and the TLS
  * of Node and Deno then checks the certificate against "localhost": a
  * certificate that names the address was refused ("Host: localhost. is not
- * cert's CN"), and one that names localhost taken.
+ * cert's CN"), and one that names localhost taken. The service's start and
+ * `deno task kv-to-postgres` connect with it.
+ *
+ * @param database The database `loadConfig` read from `DATABASE_URL`.
+ * @returns postgres.js's `ssl` option.
+ *
+ * @example By name, by address
+ * ```ts
+ * import { clientTls } from "./main.ts";
+ * import { loadConfig } from "./webhook/config.ts";
+ * import assert from "node:assert/strict";
+ *
+ * const database = (url: string) =>
+ *   loadConfig({
+ *     SENDER_URL: "http://127.0.0.1:9000",
+ *     WEBHOOK_SECRET: "a-secret-of-16-chars",
+ *     DATABASE_URL: url,
+ *   }).database!;
+ * assert.equal(
+ *   clientTls(database("postgres://relayer@db.example.com/payments?sslmode=verify-full")),
+ *   "verify-full",
+ * );
+ * const byAddress = clientTls(database("postgres://relayer@10.0.0.5/payments?sslmode=verify-full"));
+ * assert.equal(typeof byAddress, "object");
+ * ```
  */
-function clientTls(
+export function clientTls(
   database: NonNullable<Config["database"]>,
 ): DatabaseTls | { checkServerIdentity: typeof checkServerIdentity } {
   if (database.ssl !== "verify-full") return database.ssl;

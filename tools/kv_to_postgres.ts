@@ -39,7 +39,7 @@
 import postgres from "postgres";
 import { PostgresStore } from "../store/postgres.ts";
 import type { KvLike } from "../store/kv.ts";
-import { openHint, remoteKvRefusal, withoutToken } from "../main.ts";
+import { clientTls, openHint, remoteKvRefusal, withoutToken } from "../main.ts";
 import { wordsOf } from "../policy/_walk.ts";
 import { clockSkew, ConfigError, databaseUrl } from "../webhook/config.ts";
 import { refuseNoFile, refuseNotAStore } from "../webhook/_kv_file.ts";
@@ -249,7 +249,7 @@ export async function main(
     // The name decoded, as the service connects (main.ts).
     ...(database.name ? { database: database.name } : {}),
     onnotice: () => {},
-    ssl: database.ssl,
+    ssl: clientTls(database),
     sslnegotiation: database.sslnegotiation,
   } as postgres.Options<Record<string, never>>);
   const store = new PostgresStore(sql);

@@ -11,6 +11,8 @@ import postgres from "postgres";
 import { KvStore } from "../../store/kv.ts";
 import { PostgresStore } from "../../store/postgres.ts";
 import { freshDatabase, postgresAvailable } from "../_postgres.ts";
+import { startPostgres } from "../../support/postgres_server.ts";
+import { testCertificates } from "../../support/test_tls.ts";
 import { runMove } from "./_run_tool.ts";
 import { echoedRefusal, refusingMetadata } from "../_echoing_kv.ts";
 
@@ -556,4 +558,40 @@ Deno.test({
         `moved  ${N} intents, ${N} holds, ${N} delivery counts, 0 replay records, 0 dead letters`,
       );
     }),
+});
+
+Deno.test({
+  name:
+    "deno task kv-to-postgres checks the certificate of a server DATABASE_URL names by IP address against that address with ?sslmode=verify-full, as the service does",
+  ignore: !postgresAvailable,
+  fn: async () => {
+    // A certificate that names the address alone: postgres.js gives TLS no
+    // server name for an address, and the check fell back to "localhost".
+    const certificates = await testCertificates(["127.0.0.1"]);
+    const server = await startPostgres({ tls: certificates });
+    const dir = await Deno.makeTempDir({ prefix: "kv_to_postgres_tool_" });
+    try {
+      const path = `${dir}/relayer.kv`;
+      const kv = await Deno.openKv(path);
+      await new KvStore(kv).createIntent({
+        id: "pi_0001",
+        state: "authorized",
+        hold: "pending",
+      });
+      kv.close();
+      const url = new URL(server.url);
+      assert.equal(url.hostname, "127.0.0.1");
+      const moved = await runMove({
+        KV_PATH: path,
+        DATABASE_URL: `${url.href}?sslmode=verify-full`,
+        DENO_CERT: certificates.caFile,
+      }, dir);
+      assert.equal(moved.code, 0, moved.err);
+      assert.match(moved.out, /^moved {2}1 intent, 1 hold,/);
+    } finally {
+      await server.stop();
+      await certificates.remove();
+      await Deno.remove(dir, { recursive: true });
+    }
+  },
 });
