@@ -1149,13 +1149,16 @@ const GAVE_UP_EXAMPLE =
  * `raw` parsed as JSON, or a bad-input refusal saying what it must hold
  * (`expected`: a job unless said otherwise). `cause`, asked only once the
  * parse failed, names what was wrong with a signed body's bytes (see
- * {@linkcode notJsonCause}).
+ * {@linkcode notJsonCause}). `subject` names what `raw` is, where it is not
+ * the request's body (Pub/Sub's decoded `message.data`: its envelope, the
+ * body, was JSON).
  */
 function parseJson(
   route: Route,
   raw: string,
   expected = `a job such as ${JOB_EXAMPLE}`,
   cause?: () => NotJsonCause | undefined,
+  subject = "The body",
 ): unknown {
   try {
     // A byte order mark before JSON is ignored, as RFC 8259 §8.1 allows.
@@ -1165,8 +1168,8 @@ function parseJson(
     throw badInput(
       route,
       known === undefined
-        ? `The body is not JSON: send ${expected}.`
-        : `The body is not JSON: ${known.why}. ${known.send}, and sign the bytes sent: ${expected}.`,
+        ? `${subject} is not JSON: send ${expected}.`
+        : `${subject} is not JSON: ${known.why}. ${known.send}, and sign the bytes sent: ${expected}.`,
     );
   }
 }
@@ -2344,7 +2347,13 @@ export function createApp(deps: AppDeps): WebhookApp {
         "'message.messageId' must be a non-empty string.",
       );
     }
-    seen.job = parseJson("pubsub", decodeBase64("pubsub", data));
+    seen.job = parseJson(
+      "pubsub",
+      decodeBase64("pubsub", data),
+      undefined,
+      undefined,
+      "'message.data', decoded,",
+    );
     const job = jobFrom("pubsub", seen.job);
     // The message as its dead-letter copy names it (`sourceMessage`).
     const names = subscriptionFrom(subscription);

@@ -1222,7 +1222,8 @@ Deno.test("createApp() acks an authenticated but unreadable Pub/Sub message with
       "not a job",
       JSON.stringify({ message: { messageId: "m-2", data: btoa("not json") } }),
       "pubsub/m-2/unreadable",
-      /not JSON/,
+      // The envelope, the body, was JSON: its data was not.
+      /: 'message\.data', decoded, is not JSON: send a job such as \{"intentId":"pi_0001","kind":"settle"\}\.$/,
     ],
     [
       "no message id",
