@@ -24,13 +24,13 @@
  */
 
 // deno-lint-ignore-file no-console
-import net from "node:net";
 import process from "node:process";
 import postgres from "postgres";
 import {
   answeredSocketOption,
   type PostgresSocket,
 } from "../../store/postgres_socket.ts";
+import { downPort } from "../store/_down_port.ts";
 
 const url = process.env.RELAYER_PG_URL;
 const socketDir = process.env.RELAYER_PG_SOCKET_DIR;
@@ -51,15 +51,6 @@ function check(ok: boolean, what: string): void {
 }
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
-
-/** A loopback port nothing listens on (a host that is down). */
-async function downPort(): Promise<number> {
-  const server = net.createServer();
-  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
-  const { port } = server.address() as net.AddressInfo;
-  await new Promise((resolve) => server.close(resolve));
-  return port;
-}
 
 type Options = postgres.Options<Record<string, never>>;
 
