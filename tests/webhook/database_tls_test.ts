@@ -19,6 +19,7 @@ import { ConfigError, loadConfig } from "../../webhook/config.ts";
 import {
   postgresAvailable,
   postgresUrl,
+  serverUpFirst,
   suitesAvailable,
 } from "../_postgres.ts";
 import { assertOneLine, healthy, startMain } from "../_main_process.ts";
@@ -134,6 +135,8 @@ async function refusedStart(
     await Deno.remove(dir, { recursive: true });
   }
 }
+
+serverUpFirst();
 
 Deno.test({
   name:
