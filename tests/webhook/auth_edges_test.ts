@@ -96,11 +96,35 @@ Deno.test("qstashVerifier() takes a token to the very second the Receiver does, 
   for (const [name, options, taken] of cases) {
     const token = await signQStash(body, options);
     assert.equal(Math.floor(Date.now() / 1000), nowS, "still the same second");
-    assert.equal((await verify(token, body)).ok, taken, `${name}: whole`);
-    assert.equal(verify.checkClaims(token) === undefined, taken, name);
-    assert.equal(verify.verifyDigest(token, hash).ok, taken, `${name}: digest`);
+    // Refused, each says the clock refused it.
+    const said = taken ? "taken" : OUT_OF_TIME;
+    const answers = [
+      await verify(token, body),
+      verify.checkClaims(token),
+      verify.verifyDigest(token, hash),
+    ];
+    assert.deepEqual(answers.map(detailOf), [said, said, said], name);
   }
 });
+
+const OUT_OF_TIME =
+  "The Upstash-Signature token is QStash's, for this URL, but expired or not yet valid by this server's clock (past its exp, or before its nbf, by more than 30 seconds).";
+
+/** A verifier's answer, as its refusal's detail or "taken". */
+function detailOf(
+  answer: { ok: boolean; detail?: string } | undefined,
+): string | undefined {
+  return answer === undefined || answer.ok ? "taken" : answer.detail;
+}
+
+/** What a verifier answered, as one line: its refusal's detail and hint, or "taken". */
+function said(
+  answer: { ok: boolean; detail?: string; hint?: string } | undefined,
+): string {
+  return answer === undefined || answer.ok
+    ? "taken"
+    : `${answer.detail} ${answer.hint ?? ""}`.trim();
+}
 
 Deno.test("qstashVerifier() refuses a token whose jti is over 200 characters or whose exp is not a whole number of seconds: no replay record could be kept for it", async () => {
   const verify = qstashVerifier(QSTASH, () => 5_000);
@@ -424,4 +448,72 @@ Deno.test("createApp() answers a QStash delivery whose token is out of its time 
     lines[0]!,
     /^relayer POST \/v1\/qstash refused 401: .*expired or not yet valid.* this server's clock is off/,
   );
+});
+
+Deno.test("qstashVerifier() says nothing of the clock of a token out of its time that is not ours for this URL (another key's, another URL's, another issuer's), whether the body is read whole or by its digest", async () => {
+  const verify = qstashVerifier(QSTASH, () => 5_000);
+  const hash = new Uint8Array(
+    await crypto.subtle.digest("SHA-256", new TextEncoder().encode(body)),
+  );
+  const nowS = Math.floor(Date.now() / 1000);
+  const other = "https://other-service.example.test/v1/qstash";
+  const cases: [string, Parameters<typeof signQStash>[1], RegExp][] = [
+    [
+      "another key's, past its exp",
+      { nowS: nowS - 3600, key: "sig_someone_else_0123456789" },
+      /QSTASH_CURRENT_SIGNING_KEY/,
+    ],
+    [
+      "another key's, before its nbf",
+      { nowS: nowS + 3600, key: "sig_someone_else_0123456789" },
+      /QSTASH_CURRENT_SIGNING_KEY/,
+    ],
+    ["another URL's, past its exp", { nowS: nowS - 3600, url: other }, /./],
+    ["another URL's, before its nbf", { nowS: nowS + 3600, url: other }, /./],
+    [
+      "another issuer's, past its exp",
+      { nowS: nowS - 3600, extra: { iss: "Someone" } },
+      /./,
+    ],
+  ];
+  for (const [name, options, says] of cases) {
+    const token = await signQStash(body, options);
+    const answers = {
+      whole: await verify(token, body),
+      claims: verify.checkClaims(token),
+      digest: verify.verifyDigest(token, hash),
+    };
+    for (const [path, answer] of Object.entries(answers)) {
+      assert.notEqual(said(answer), "taken", `${name}: ${path}`);
+      assert.doesNotMatch(said(answer), /clock/, `${name}: ${path}`);
+      assert.match(said(answer), says, `${name}: ${path}`);
+    }
+    // Read by its digest, a token of ours for another URL says which.
+    if (options?.url === other) {
+      assert.match(said(answers.digest), /but signed for https:\/\/other/);
+    }
+  }
+});
+
+Deno.test("qstashVerifier() refuses a token of its keys for this URL whose exp, nbf or iat is not a number, as the Receiver does, whether the body is read whole or by its digest", async () => {
+  const verify = qstashVerifier(QSTASH, () => 5_000);
+  const hash = new Uint8Array(
+    await crypto.subtle.digest("SHA-256", new TextEncoder().encode(body)),
+  );
+  const nowS = Math.floor(Date.now() / 1000);
+  const generic =
+    "The Upstash-Signature header is missing or does not verify against this URL and body.";
+  for (
+    const [name, extra] of [
+      ["exp as a string", { exp: String(nowS + 300) }],
+      ["nbf as a string, an hour ahead", { nbf: String(nowS + 3600) }],
+      ["nbf as null", { nbf: null }],
+      ["iat as a string", { iat: String(nowS) }],
+    ] as const
+  ) {
+    const token = await signQStash(body, { extra });
+    assert.equal(said(await verify(token, body)), generic, `${name}: whole`);
+    assert.equal(said(verify.checkClaims(token)), generic, name);
+    assert.equal(said(verify.verifyDigest(token, hash)), generic, name);
+  }
 });
