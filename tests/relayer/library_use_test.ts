@@ -294,3 +294,29 @@ Deno.test("parseJob() and deliver() name a job that is no object, with the shape
     );
   }
 });
+
+Deno.test("parseJob() says a job is wrapped in {\"job\": …} only where it has no intent id and its 'job' is an object: an intent id of the wrong form, or a 'job' of null or text, is named as any other", () => {
+  const job = { intentId: "pi_0001", kind: "settle" };
+  const wrapped =
+    'Cannot read job as it is wrapped in {"job": …}, the body POST /v1/deliveries takes: send the job itself, such as {"intentId":"pi_0001","kind":"settle"}';
+  const cases: [unknown, RegExp | string][] = [
+    [{ job }, wrapped],
+    [{ job, kind: "settle" }, wrapped],
+    [{ intentId: "", job }, /'intentId' must be .*: current value is ""$/],
+    [{ intentId: null, job }, /'intentId' must be .*: current value is null$/],
+    [{ job: null }, /'intentId' must be .*: current value is undefined$/],
+    [{ job: "pi_0001" }, /'intentId' must be .*: current value is undefined$/],
+  ];
+  for (const [value, message] of cases) {
+    assert.throws(
+      () => parseJob(value),
+      (error: Error) => {
+        assert.ok(error instanceof TypeError);
+        if (typeof message === "string") assert.equal(error.message, message);
+        else assert.match(error.message, message);
+        return true;
+      },
+      JSON.stringify(value),
+    );
+  }
+});
