@@ -201,4 +201,14 @@ Deno.test("readyUrl reads the port wrangler dev started on port 0 listens on fro
     "http://127.0.0.1:41307",
   );
   assert.equal(readyUrl(piped.split("[wrangler:info]")[0]!), undefined);
+  // The origin alone, as the check adds each route's path to it; https
+  // where Wrangler serves it (--local-protocol https).
+  assert.equal(
+    readyUrl("[wrangler:info] Ready on http://127.0.0.1:41307/\n"),
+    "http://127.0.0.1:41307",
+  );
+  assert.equal(
+    readyUrl("[wrangler:info] Ready on https://127.0.0.1:41307\n"),
+    "https://127.0.0.1:41307",
+  );
 });
