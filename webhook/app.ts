@@ -3082,7 +3082,15 @@ export function createApp(deps: AppDeps): WebhookApp {
         string,
         unknown
       >;
-    if (!isIntentId(id)) {
+    const unknown =
+      typeof body === "object" && body !== null && !Array.isArray(body)
+        ? Object.keys(body).filter((key) =>
+          key !== "id" && key !== "state" && key !== "hold"
+        )
+        : [];
+    // No id, and a field the route does not take (a job's 'intentId'):
+    // that field is the slip, not an id said to be undefined.
+    if (!isIntentId(id) && (id !== undefined || unknown.length === 0)) {
       return problem(
         400,
         "bad-intent",
@@ -3108,9 +3116,6 @@ export function createApp(deps: AppDeps): WebhookApp {
         }.`,
       );
     }
-    const unknown = Object.keys(body as object).filter((key) =>
-      key !== "id" && key !== "state" && key !== "hold"
-    );
     if (unknown.length > 0) {
       return problem(
         400,

@@ -1731,6 +1731,12 @@ Deno.test("createApp() POST /v1/intents creates an intent for setup, refusing ba
         { id: "pi_0010", amount: 100 },
         /^"amount" is not a field of a new intent: send 'id'/,
       ],
+      // A job's field where the intent's id belongs: named, not an id
+      // said to be undefined.
+      [
+        { intentId: "pi_0010", state: "authorized" },
+        /^"intentId" is not a field of a new intent: send 'id'/,
+      ],
     ] as const
   ) {
     const refused = await create(body);
