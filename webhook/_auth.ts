@@ -605,29 +605,19 @@ export function qstashVerifier(
   ]);
   const refused = { ok: false, detail: QSTASH_REFUSED } as const;
   /**
-   * A refusal that names both URLs when the token is QStash's own but was
-   * signed for another URL: `PUBLIC_URL` does not match the URL QStash
-   * calls (a proxy, another host name), the likeliest set-up slip.
+   * A refusal that names both URLs when the token is one our keys signed
+   * (the precheck's MAC), QStash's, for another URL: `PUBLIC_URL` does not
+   * match the URL QStash calls (a proxy, another host name), the likeliest
+   * set-up slip, and a lasting one, so said before its time or its body.
    */
-  const elsewhere = async (
-    signature: string,
-    body: string,
-    sub: unknown,
-  ): Promise<Verification | undefined> => {
+  const elsewhere = (
+    claims: Record<string, unknown>,
+  ): Refused | undefined => {
+    const { iss, sub } = claims;
     if (
-      typeof sub !== "string" || sub === keys.url ||
+      iss !== "Upstash" || typeof sub !== "string" || sub === keys.url ||
       !/^https?:\/\/[\x21-\x7e]{1,500}$/.test(sub)
     ) return undefined;
-    try {
-      await receiver.verify({
-        signature,
-        body,
-        url: sub,
-        clockTolerance: TOKEN_CLOCK_TOLERANCE_MS / 1000,
-      });
-    } catch {
-      return undefined;
-    }
     return {
       ok: false,
       detail:
@@ -639,9 +629,8 @@ export function qstashVerifier(
   const precheck = (signature: string | undefined): Refused | undefined => {
     if (!signature || signature.length > longest) return refused;
     // A token neither key signed is refused here, before its claims are
-    // decoded and before the Receiver imports each key to verify it (and,
-    // for a token naming another URL, does so twice more): a forgery costs
-    // a keyed hash, not a decoding and four Web Crypto round trips.
+    // decoded and before the Receiver imports each key to verify it: a
+    // forgery costs a keyed hash, not a decoding and Web Crypto round trips.
     if (!signedByUs(signature)) return { ...refused, hint: QSTASH_KEYS_HINT };
     return undefined;
   };
@@ -667,6 +656,8 @@ export function qstashVerifier(
     // end in a TypeError, not a refusal.
     const claims = jwtClaims(signature);
     if (claims === undefined || typeof claims.body !== "string") return refused;
+    const misdirected = elsewhere(claims);
+    if (misdirected !== undefined) return misdirected;
     // Our MAC (the precheck's), this URL, out of its time: refused by the
     // clock, as the Receiver would refuse it, and said so.
     if (claims.iss === "Upstash" && claims.sub === keys.url) {
@@ -683,7 +674,7 @@ export function qstashVerifier(
       if (!verified) return refused;
     } catch (error) {
       if (error instanceof SignatureError) {
-        return await elsewhere(signature, body, claims.sub) ?? refused;
+        return refused;
       }
       // A malformed token can make jose throw its own errors: still a bad signature.
       if (
@@ -739,16 +730,7 @@ export function qstashVerifier(
     ) return refused;
     const { iss, sub, exp, nbf, iat, body } = claims;
     if (iss !== "Upstash" || typeof body !== "string") return refused;
-    if (sub !== keys.url) {
-      return typeof sub === "string" &&
-          /^https?:\/\/[\x21-\x7e]{1,500}$/.test(sub)
-        ? {
-          ok: false,
-          detail:
-            `The Upstash-Signature token is QStash's, but signed for ${sub}, and this route checks ${keys.url}: publish to this route's URL, or set the service's PUBLIC_URL (createApp's qstash.url, the route's whole URL) so that it is the URL QStash calls.`,
-        }
-        : refused;
-    }
+    if (sub !== keys.url) return elsewhere(claims) ?? refused;
     // jose's checks: `exp` required (as the replay claim needs it), `nbf`
     // and `iat` numbers if present, then the time they say.
     if (
