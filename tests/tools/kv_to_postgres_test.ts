@@ -8,6 +8,7 @@
 
 import assert from "node:assert/strict";
 import postgres from "postgres";
+import type { NewIntent } from "../../mod.ts";
 import { KvStore } from "../../store/kv.ts";
 import { PostgresStore } from "../../store/postgres.ts";
 import { freshDatabase, postgresAvailable } from "../_postgres.ts";
@@ -17,6 +18,16 @@ import { runMove } from "./_run_tool.ts";
 import { echoedRefusal, refusingMetadata } from "../_echoing_kv.ts";
 
 const root = new URL("../../", import.meta.url);
+
+/** Makes a Deno KV file at `path` that holds `intent` alone, closed. */
+async function kvHolding(path: string, intent: NewIntent): Promise<void> {
+  const kv = await Deno.openKv(path);
+  try {
+    await new KvStore(kv).createIntent(intent);
+  } finally {
+    kv.close();
+  }
+}
 
 /**
  * A temporary folder (`path`, its KV file, not made yet), a fresh database
@@ -49,12 +60,10 @@ Deno.test({
   ignore: !postgresAvailable,
   fn: () =>
     inFolderWithDatabase(async ({ dir, path, database, sql }) => {
-      const kv = await Deno.openKv(path);
-      await new KvStore(kv).createIntent({
+      await kvHolding(path, {
         id: "pi_0001",
         state: "authorized",
       });
-      kv.close();
       // A service started on the schema first: its readiness probe's count.
       const written = new PostgresStore(sql);
       await written.migrate();
@@ -155,15 +164,13 @@ Deno.test({
   ignore: !postgresAvailable,
   fn: () =>
     inFolderWithDatabase(async ({ dir, path, database }) => {
-      const kv = await Deno.openKv(path);
-      await new KvStore(kv).createIntent({
+      await kvHolding(path, {
         id: "pi_0001",
         state: "settling",
         hold: "pending",
         settlingSince: 1000,
         broadcasting: 1000,
       });
-      kv.close();
 
       const env = { KV_PATH: path, DATABASE_URL: database.url };
       const run = await runMove(env, dir, [
@@ -291,13 +298,11 @@ Deno.test({
   ignore: !postgresAvailable,
   fn: () =>
     inFolderWithDatabase(async ({ dir, path, database, sql }) => {
-      const kv = await Deno.openKv(path);
-      await new KvStore(kv).createIntent({
+      await kvHolding(path, {
         id: "pi_0001",
         state: "authorized",
         hold: "pending",
       });
-      kv.close();
       // A port nothing listens on: one the system gave, closed again.
       const listener = Deno.listen({ hostname: "127.0.0.1", port: 0 });
       const port = listener.addr.port;
@@ -572,13 +577,11 @@ Deno.test({
     const dir = await Deno.makeTempDir({ prefix: "kv_to_postgres_tool_" });
     try {
       const path = `${dir}/relayer.kv`;
-      const kv = await Deno.openKv(path);
-      await new KvStore(kv).createIntent({
+      await kvHolding(path, {
         id: "pi_0001",
         state: "authorized",
         hold: "pending",
       });
-      kv.close();
       const url = new URL(server.url);
       assert.equal(url.hostname, "127.0.0.1");
       const moved = await runMove({
