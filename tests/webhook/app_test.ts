@@ -1737,6 +1737,15 @@ Deno.test("createApp() POST /v1/intents creates an intent for setup, refusing ba
         { intentId: "pi_0010", state: "authorized" },
         /^"intentId" is not a field of a new intent: send 'id'/,
       ],
+      // An id there but bad, no field at all, or a body that is no object
+      // (an array's indexes are no fields): the id is the slip.
+      [
+        { id: "bad id", amount: 100 },
+        /^'id' must be .*: current value is "bad id"\.$/,
+      ],
+      [{}, /^'id' must be .*: current value is undefined\.$/],
+      [["pi_0010"], /^'id' must be .*: current value is undefined\.$/],
+      ["pi_0010", /^'id' must be .*: current value is undefined\.$/],
     ] as const
   ) {
     const refused = await create(body);
