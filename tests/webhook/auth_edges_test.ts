@@ -524,3 +524,47 @@ Deno.test("qstashVerifier() refuses a token of its keys for this URL whose exp, 
     assert.equal(said(verify.verifyDigest(token, hash)), generic, name);
   }
 });
+
+Deno.test("qstashVerifier() names the URL a token was signed for only where the token is QStash's and that URL an http(s) URL of printable ASCII up to 500 characters after its scheme, whether the body is read whole or by its digest", async () => {
+  const verify = qstashVerifier(QSTASH, () => 5_000);
+  const hash = new Uint8Array(
+    await crypto.subtle.digest("SHA-256", new TextEncoder().encode(body)),
+  );
+  const generic =
+    "The Upstash-Signature header is missing or does not verify against this URL and body.";
+  const answers = async (token: string) => ({
+    whole: said(await verify(token, body)),
+    claims: said(verify.checkClaims(token)),
+    digest: said(verify.verifyDigest(token, hash)),
+  });
+  const longest = `https://${"a".repeat(500)}`;
+  for (
+    const [name, options] of [
+      ["another issuer's", { url: longest, extra: { iss: "Someone" } }],
+      ["another issuer's, past its exp", {
+        url: longest,
+        nowS: Math.floor(Date.now() / 1000) - 3600,
+        extra: { iss: "Someone" },
+      }],
+      ["a sub too long", { url: `${longest}a` }],
+      ["a sub with a space", { url: "https://other.example.test/v1 qstash" }],
+      ["a sub with a control character", { url: "https://other.example\t/" }],
+      ["a sub of another scheme", {
+        url: "ftp://other.example.test/v1/qstash",
+      }],
+      ["a sub that is no URL", { url: "relayer" }],
+    ] as const
+  ) {
+    const token = await signQStash(body, options);
+    for (const [path, answer] of Object.entries(await answers(token))) {
+      assert.equal(answer, generic, `${name}: ${path}`);
+    }
+  }
+  // At the bound, and by http: named on every path.
+  for (const url of [longest, "http://other.example.test/v1/qstash"]) {
+    const token = await signQStash(body, { url });
+    for (const [path, answer] of Object.entries(await answers(token))) {
+      assert.ok(answer.includes(`but signed for ${url}, `), `${url}: ${path}`);
+    }
+  }
+});
