@@ -40,7 +40,7 @@ const base = {
   WEBHOOK_SECRET: "a-webhook-secret-16",
 };
 
-/** A server over TLS: its port, its URL by the name its certificate holds, and its CA's file. */
+/** A server over TLS: its port, its URL by the name its certificate holds (localhost alone), and its CA's file. */
 interface TlsServer {
   port: number;
   url: (query?: string) => string;
@@ -53,7 +53,9 @@ interface TlsServer {
 async function withTlsServer(
   fn: (server: TlsServer) => Promise<void>,
 ): Promise<void> {
-  const certificates = await testCertificates(["localhost", "127.0.0.1"]);
+  // The name alone, not the address the server listens on: a connection
+  // by address must find the certificate names another host.
+  const certificates = await testCertificates(["localhost"]);
   const server = await startPostgres({ tls: certificates });
   const url = (query = "") => {
     const named = new URL(server.url);
@@ -228,6 +230,36 @@ const tlsCases: [string, (server: TlsServer) => Promise<void>][] = [
         ),
       );
       assert.ok(!stderr.includes(new URL(url()).password));
+    },
+  ],
+  [
+    "main.ts refuses to start under ?sslmode=verify-full at an IP address whose server's certificate names localhost alone, though DENO_CERT trusts its CA",
+    async ({ port: pg, url, caFile }) => {
+      const byAddress = new URL(url("?sslmode=verify-full"));
+      byAddress.hostname = "127.0.0.1";
+      await refusedStart(
+        { ...base, DATABASE_URL: byAddress.href, DENO_CERT: caFile },
+        new RegExp(
+          `^relayer: cannot start: DATABASE_URL: cannot open PostgreSQL 127\\.0\\.0\\.1:${pg}/postgres, TLS, server verified \\(sslmode=verify-full\\): .*127\\.0\\.0\\.1.* \\(the server's TLS certificate does not chain to a CA this process trusts, or names another host: give Deno the CA with DENO_CERT=<file>, and connect by a name the certificate holds\\)$`,
+        ),
+      );
+    },
+  ],
+  [
+    "main.ts checks no certificate under ?sslmode=require at an IP address, as by name: it starts on TLS though the certificate names another host and no CA trusts it",
+    async ({ port: pg, url }) => {
+      const byAddress = new URL(url("?sslmode=require"));
+      byAddress.hostname = "127.0.0.1";
+      const line = await startsHealthy({
+        ...base,
+        DATABASE_URL: byAddress.href,
+      });
+      assert.match(
+        line,
+        new RegExp(
+          `; store PostgreSQL 127\\.0\\.0\\.1:${pg}/postgres, TLS, server not verified \\(sslmode=require\\); `,
+        ),
+      );
     },
   ],
   [
