@@ -1171,7 +1171,15 @@ Deno.test({
       }).then(() => null, (error) => error);
       assert.ok(taken);
       assert.ok(error instanceof BusyError, String(error));
-      assert.match(error.message, /lease of intent pi_0001 until /);
+      // Named as the first look names one: when the move takes it as lapsed.
+      assert.equal(
+        error.message,
+        `Cannot move from Deno KV as a delivery holds the lease of intent pi_0001 until ${
+          new Date(T0 + MINUTE).toISOString()
+        }: pause the queue (or stop the service), wait until ${
+          new Date(T0 + MINUTE + 5_000).toISOString()
+        }, its expiry and the clock skew of 5s the move allows for another instance's clock, then run the move again. Nothing was moved.`,
+      );
       assert.equal((await rowCounts(pg.sql, pg.schema)).intents, 0);
     }),
 });
@@ -1202,6 +1210,19 @@ Deno.test({
         }: pause the queue (or stop the service), wait until ${
           new Date(T0 + skew).toISOString()
         }, its expiry and the clock skew of 5s the move allows for another instance's clock, then run the move again. Nothing was moved.`,
+      );
+      // No skew allowed: its expiry alone is the time, named once.
+      const unskewed = await moveKvToPostgres(file.kv, pg.sql, {
+        schema: pg.schema,
+        now: () => T0 - 1,
+        clockSkewMs: 0,
+      }).then(() => null, (error) => error);
+      assert.ok(unskewed instanceof BusyError, String(unskewed));
+      assert.equal(
+        unskewed.message,
+        `Cannot move from Deno KV as a delivery holds the lease of intent pi_0001 until ${
+          new Date(T0).toISOString()
+        }: pause the queue (or stop the service), wait for the lease to lapse, then run the move again. Nothing was moved.`,
       );
       const report = await moveKvToPostgres(file.kv, pg.sql, {
         schema: pg.schema,
