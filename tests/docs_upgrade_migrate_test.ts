@@ -3,7 +3,9 @@
  * before a rollout ("PostgreSQL: migrate first, as the schema's owner")
  * runs as written on a real server: it migrates the schema and its
  * process exits, as a step of a deploy pipeline must. And the lines it
- * quotes as new in the local queue's log are the lines it writes.
+ * quotes as new in the local queue's log are the lines it writes. And
+ * the one docs/queues.md gives a Worker's project runs as the file it is
+ * saved as, under each runner named, and migrates and exits too.
  *
  * @module
  */
@@ -135,4 +137,71 @@ Deno.test("the local queue's lines docs/upgrading.md quotes for a message delive
       }`,
     );
   }
+});
+
+Deno.test({
+  name:
+    "docs/queues.md's migration for a Worker is saved as an .mts, which each runner it names runs, and it migrates and exits",
+  ignore: !postgresAvailable,
+  async fn() {
+    const text = await Deno.readTextFile(new URL("docs/queues.md", ROOT));
+    const start = text.indexOf("### Deploying to Cloudflare the first time");
+    assert.ok(start >= 0, "docs/queues.md lost its first-deploy heading");
+    const section = text.slice(start).split(/\n#{2,3} /)[0]!;
+    const block = [...section.matchAll(/^ *```ts\b[^\n]*\n([^]*?)^ *```/gm)]
+      .map((m) => m[1]!.replace(/^ {3}/gm, ""))
+      .find((code) => code.includes(".migrate()"));
+    assert.ok(block, "no migration script in the first-deploy steps");
+    const prose = section.replace(/\s+/g, " ");
+    const saved = /save the script below as `([^`]+)`/.exec(prose)?.[1];
+    assert.ok(saved, "the steps name no file to save the script as");
+    // It awaits at its top level: tsx takes a .ts file of a project without
+    // "type": "module" (as npm init makes it) as CommonJS and refuses that;
+    // an .mts file is an ES module whatever the project says.
+    assert.match(block, /^ *await /m);
+    assert.match(saved, /\.mts$/, `saved as ${saved}`);
+    const runs = [
+      ...prose.matchAll(/`((?:bun|npx tsx|deno run)[^`]*?) ([\w.]+)`/g),
+    ];
+    assert.deepEqual(
+      runs.map((m) => m[2]),
+      ["migrate.mts", "migrate.mts", "migrate.mts"],
+      "each runner runs the file saved",
+    );
+    const dir = await Deno.makeTempDir();
+    const database = await freshDatabase();
+    try {
+      const file = `${dir}/${saved}`;
+      await Deno.writeTextFile(file, block);
+      const child = new Deno.Command(Deno.execPath(), {
+        args: [
+          "run",
+          "--allow-net",
+          "--allow-env",
+          "--allow-read",
+          "--config",
+          new URL("deno.json", ROOT).pathname,
+          file,
+        ],
+        env: { DATABASE_URL: database.url },
+        stdout: "piped",
+        stderr: "piped",
+      }).spawn();
+      const timer = setTimeout(() => child.kill("SIGKILL"), 30_000);
+      const { code, stderr } = await child.output();
+      clearTimeout(timer);
+      assert.equal(code, 0, new TextDecoder().decode(stderr));
+      const sql = postgres(database.url, { max: 1, onnotice: () => {} });
+      try {
+        const [row] = await sql`
+          SELECT to_regclass('relayer.intents') IS NOT NULL AS migrated`;
+        assert.equal(row!.migrated, true, "no relayer.intents after it ran");
+      } finally {
+        await sql.end();
+      }
+    } finally {
+      await database.drop();
+      await Deno.remove(dir, { recursive: true });
+    }
+  },
 });
