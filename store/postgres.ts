@@ -1467,8 +1467,11 @@ export class PostgresStore implements Store {
           error,
         );
       }
-      const missing = unmigrated(error, `Cannot ${what}`, this.#schema) ??
-        refusedConnection(error, `Cannot ${what}`, "written");
+      // A statement the schema refused rolled its transaction back:
+      // nothing of the write landed, as for a read-only server.
+      const unfit = unmigrated(error, `Cannot ${what}`, this.#schema);
+      if (unfit !== null) throw notWritten(unfit);
+      const missing = refusedConnection(error, `Cannot ${what}`, "written");
       if (missing !== null) throw missing;
       const aborted = abortedSession(
         what,

@@ -11,6 +11,9 @@
 import assert from "node:assert/strict";
 import { describeError } from "../../policy/_walk.ts";
 import { PostgresStore } from "../../store/postgres.ts";
+import { isNotWritten } from "../../store/_not_written.ts";
+import { ScriptedSender } from "../../mod.ts";
+import { createApp } from "../../webhook/app.ts";
 import { freshSchema, postgresAvailable, sharedClient } from "../_postgres.ts";
 
 const ignore = !postgresAvailable;
@@ -139,6 +142,8 @@ Deno.test({
         "42703",
         `${name}: PostgreSQL's error is its cause`,
       );
+      // Its statement refused, its transaction rolled back: not written.
+      if (name === "createIntent") assert.equal(isNotWritten(error), true);
     }
     // This version's migrate() mends it, and the intent reads as written.
     await store.migrate();
@@ -257,5 +262,52 @@ Deno.test({
     );
     assert.equal(await store.getIntent("pi_0001"), null);
     await sql.unsafe(`DROP SCHEMA "${schema}" CASCADE`);
+  },
+});
+
+Deno.test({
+  name:
+    "PostgresStore on a schema never migrated marks each write refused as not written, and an ops route says nothing changed, not that it may have landed",
+  ignore,
+  async fn() {
+    const schema = freshSchema();
+    const store = new PostgresStore(await sharedClient(), { schema });
+    const writes: [string, () => Promise<unknown>][] = [
+      ["createIntent", () =>
+        store.createIntent({
+          id: "pi_0001",
+          state: "authorized",
+          hold: "pending",
+        })],
+    ];
+    for (const [name, call] of writes) {
+      const error = await failure(call);
+      assert.match(error.message, /run store\.migrate\(\)/, name);
+      assert.equal(isNotWritten(error), true, `${name}: ${error.message}`);
+    }
+    // A Worker deployed before its migration: the operator's create was
+    // refused whole, and a read to see whether it landed fails as well.
+    const lines: string[] = [];
+    const app = createApp({
+      store,
+      sender: new ScriptedSender({}),
+      webhookSecret: "local-secret-0123456789-unmigrated",
+      opsToken: "ops-token-0123456789-unmigrated",
+      log: (line) => void lines.push(line),
+    });
+    const res = await app.request("/v1/intents", {
+      method: "POST",
+      headers: { authorization: "Bearer ops-token-0123456789-unmigrated" },
+      body: JSON.stringify({ id: "pi_0001", state: "authorized" }),
+    });
+    const body = await res.json();
+    assert.equal(res.status, 503);
+    assert.match(
+      body.detail,
+      /was not written[^]*nothing changed/,
+      body.detail,
+    );
+    assert.doesNotMatch(body.detail, /may have landed/, body.detail);
+    assert.match(lines.join("\n"), /run store\.migrate\(\)/);
   },
 });
