@@ -33,6 +33,54 @@ async function migrateBlocks(): Promise<string[]> {
   );
 }
 
+/**
+ * Runs the migration script `file` under Deno (this repo's config, with
+ * `permissions`) against a fresh database, as a deploy step would: it
+ * must exit 0 within 30 s (it is killed then), the store's schema made.
+ */
+async function migratesAndExits(
+  file: string,
+  permissions: string[],
+): Promise<void> {
+  const database = await freshDatabase();
+  try {
+    const started = performance.now();
+    const child = new Deno.Command(Deno.execPath(), {
+      args: [
+        "run",
+        ...permissions,
+        "--config",
+        new URL("deno.json", ROOT).pathname,
+        file,
+      ],
+      env: { DATABASE_URL: database.url },
+      stdout: "piped",
+      stderr: "piped",
+    }).spawn();
+    const timer = setTimeout(() => child.kill("SIGKILL"), 30_000);
+    const { code, stderr } = await child.output();
+    clearTimeout(timer);
+    const seconds = (performance.now() - started) / 1000;
+    assert.equal(
+      code,
+      0,
+      `exit ${code} after ${seconds.toFixed(1)}s (killed at 30 s): ${
+        new TextDecoder().decode(stderr)
+      }`,
+    );
+    const sql = postgres(database.url, { max: 1, onnotice: () => {} });
+    try {
+      const [row] = await sql`
+        SELECT to_regclass('relayer.intents') IS NOT NULL AS migrated`;
+      assert.equal(row!.migrated, true, "no relayer.intents after it ran");
+    } finally {
+      await sql.end();
+    }
+  } finally {
+    await database.drop();
+  }
+}
+
 Deno.test({
   name:
     "docs/upgrading.md's migration as the schema's owner migrates and exits",
@@ -41,44 +89,11 @@ Deno.test({
     const blocks = await migrateBlocks();
     assert.equal(blocks.length, 1, "no ts block in the section");
     const dir = await Deno.makeTempDir();
-    const database = await freshDatabase();
     try {
       const file = `${dir}/migrate.ts`;
       await Deno.writeTextFile(file, blocks[0]!);
-      const started = performance.now();
-      const child = new Deno.Command(Deno.execPath(), {
-        args: [
-          "run",
-          "-A",
-          "--config",
-          new URL("deno.json", ROOT).pathname,
-          file,
-        ],
-        env: { DATABASE_URL: database.url },
-        stdout: "piped",
-        stderr: "piped",
-      }).spawn();
-      const timer = setTimeout(() => child.kill("SIGKILL"), 30_000);
-      const { code, stderr } = await child.output();
-      clearTimeout(timer);
-      const seconds = (performance.now() - started) / 1000;
-      assert.equal(
-        code,
-        0,
-        `exit ${code} after ${seconds.toFixed(1)}s (killed at 30 s): ${
-          new TextDecoder().decode(stderr)
-        }`,
-      );
-      const sql = postgres(database.url, { max: 1, onnotice: () => {} });
-      try {
-        const [row] = await sql`
-          SELECT to_regclass('relayer.intents') IS NOT NULL AS migrated`;
-        assert.equal(row!.migrated, true, "no relayer.intents after it ran");
-      } finally {
-        await sql.end();
-      }
+      await migratesAndExits(file, ["-A"]);
     } finally {
-      await database.drop();
       await Deno.remove(dir, { recursive: true });
     }
   },
@@ -169,38 +184,15 @@ Deno.test({
       "each runner runs the file saved",
     );
     const dir = await Deno.makeTempDir();
-    const database = await freshDatabase();
     try {
       const file = `${dir}/${saved}`;
       await Deno.writeTextFile(file, block);
-      const child = new Deno.Command(Deno.execPath(), {
-        args: [
-          "run",
-          "--allow-net",
-          "--allow-env",
-          "--allow-read",
-          "--config",
-          new URL("deno.json", ROOT).pathname,
-          file,
-        ],
-        env: { DATABASE_URL: database.url },
-        stdout: "piped",
-        stderr: "piped",
-      }).spawn();
-      const timer = setTimeout(() => child.kill("SIGKILL"), 30_000);
-      const { code, stderr } = await child.output();
-      clearTimeout(timer);
-      assert.equal(code, 0, new TextDecoder().decode(stderr));
-      const sql = postgres(database.url, { max: 1, onnotice: () => {} });
-      try {
-        const [row] = await sql`
-          SELECT to_regclass('relayer.intents') IS NOT NULL AS migrated`;
-        assert.equal(row!.migrated, true, "no relayer.intents after it ran");
-      } finally {
-        await sql.end();
-      }
+      await migratesAndExits(file, [
+        "--allow-net",
+        "--allow-env",
+        "--allow-read",
+      ]);
     } finally {
-      await database.drop();
       await Deno.remove(dir, { recursive: true });
     }
   },
