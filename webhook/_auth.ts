@@ -638,8 +638,13 @@ export function qstashVerifier(
     signature: string | undefined,
     raw: string | Uint8Array,
   ): Promise<Verification> => {
-    const early = precheck(signature);
-    if (early !== undefined || signature === undefined) return early ?? refused;
+    // The token's every check but the body's, as a body read by its digest
+    // gets them (the precheck's MAC first): a token refused for its
+    // claims is refused in the same words whichever way its body is read.
+    const checked = headerClaims(signature);
+    if (!("claims" in checked)) return checked;
+    if (signature === undefined) return refused;
+    const { claims } = checked;
     // The Receiver hashes the UTF-8 of the text it is given: bytes that are
     // not UTF-8 read as U+FFFD, whose UTF-8 is other bytes, and a message
     // QStash signed was refused as forged through all its retries. Such a
@@ -648,21 +653,8 @@ export function qstashVerifier(
     let body = raw;
     if (typeof body !== "string") {
       const text = exactText(body);
-      if (text === undefined) return verifyDigest(signature, sha256(body));
+      if (text === undefined) return digestOf(claims, sha256(body));
       body = text;
-    }
-    // Read once: the claims of the very string the Receiver verifies. It
-    // reads `body` without checking it is there: a token without one would
-    // end in a TypeError, not a refusal.
-    const claims = jwtClaims(signature);
-    if (claims === undefined || typeof claims.body !== "string") return refused;
-    const misdirected = elsewhere(claims);
-    if (misdirected !== undefined) return misdirected;
-    // Our MAC (the precheck's), this URL, out of its time: refused by the
-    // clock, as the Receiver would refuse it, and said so.
-    if (claims.iss === "Upstash" && claims.sub === keys.url) {
-      const timed = outOfTime(claims);
-      if (timed !== undefined) return timed;
     }
     try {
       const verified = await receiver.verify({
@@ -731,10 +723,11 @@ export function qstashVerifier(
     const { iss, sub, exp, nbf, iat, body } = claims;
     if (iss !== "Upstash" || typeof body !== "string") return refused;
     if (sub !== keys.url) return elsewhere(claims) ?? refused;
-    // jose's checks: `exp` required (as the replay claim needs it), `nbf`
-    // and `iat` numbers if present, then the time they say.
+    // jose's checks: `exp`, `nbf` and `iat` numbers if present, then the
+    // time they say. A token without `exp` passes jose, and is refused by
+    // what the replay claim needs, saying so.
     if (
-      typeof exp !== "number" ||
+      (exp !== undefined && typeof exp !== "number") ||
       (nbf !== undefined && typeof nbf !== "number") ||
       (iat !== undefined && typeof iat !== "number")
     ) return refused;
@@ -766,15 +759,23 @@ export function qstashVerifier(
     const checked = headerClaims(signature);
     return "claims" in checked ? undefined : checked;
   };
+  /** The replay claim of checked claims whose `body` is `sha256Digest`'s; else refused. */
+  const digestOf = (
+    claims: Record<string, unknown>,
+    sha256Digest: Uint8Array,
+  ): Verification => {
+    const claimed = unpadded(claims.body as string);
+    if (!timingSafeEqual(claimed, base64url(sha256Digest))) return refused;
+    return replayClaim(claims);
+  };
   const verifyDigest = (
     signature: string | undefined,
     sha256Digest: Uint8Array,
   ): Verification => {
     const checked = headerClaims(signature);
-    if (!("claims" in checked)) return checked;
-    const claimed = unpadded(checked.claims.body as string);
-    if (!timingSafeEqual(claimed, base64url(sha256Digest))) return refused;
-    return replayClaim(checked.claims);
+    return "claims" in checked
+      ? digestOf(checked.claims, sha256Digest)
+      : checked;
   };
   return Object.assign(verify, { precheck, checkClaims, verifyDigest });
 }

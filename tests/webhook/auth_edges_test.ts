@@ -6,11 +6,14 @@
  */
 
 import assert from "node:assert/strict";
+import { sha256 } from "@noble/hashes/sha2.js";
 import { qstashVerifier, timingSafeEqual } from "../../webhook/_auth.ts";
 import { createApp } from "../../webhook/app.ts";
 import { MemoryStore, ScriptedSender } from "../../mod.ts";
 import { QSTASH, signQStash } from "./_signing.ts";
 import { refusal, refusedSetting } from "./_config.ts";
+import { AUTHORIZED, makeApp } from "./_app.ts";
+import { authorized, FAILED_URL, job } from "./_oversized_qstash.ts";
 
 const body = JSON.stringify({ intentId: "pi_0001", kind: "settle" });
 
@@ -146,6 +149,73 @@ Deno.test("qstashVerifier() refuses a token whose jti is over 200 characters or 
       assert.match(answer.detail, /no usable 'jti' and 'exp'/, name);
     }
   }
+});
+
+const NO_REPLAY_KEY =
+  "The Upstash-Signature token has no usable 'jti' and 'exp', so a replay could not be refused: publish through QStash, which sets both.";
+
+Deno.test("qstashVerifier() says a token of its keys for this URL with no exp, or no jti, has no usable 'jti' and 'exp', whether its body is read whole, as bytes not UTF-8 or by its digest, the signed body or another; POST /v1/qstash and its failure callback say so, within the limit and over it, and write nothing", async () => {
+  const verify = qstashVerifier(QSTASH, () => 5_000);
+  const encoder = new TextEncoder();
+  // {"intentId":"pi_0001","kind":"settle","note":"caf<E9>"}: no text's UTF-8.
+  const latin1 = new Uint8Array([
+    ...encoder.encode('{"intentId":"pi_0001","kind":"settle","note":"caf'),
+    0xe9,
+    ...encoder.encode('"}'),
+  ]);
+  const large = job(70_048);
+  const tokens: [string, Parameters<typeof signQStash>[1]][] = [
+    ["no exp", { extra: { exp: undefined } }],
+    ["no jti", { jti: null }],
+  ];
+  const bodies: [
+    string,
+    string | Uint8Array<ArrayBuffer>,
+    string | Uint8Array<ArrayBuffer>,
+  ][] = [
+    ["the signed body", body, body],
+    ["another body", `${body} `, body],
+    ["bytes not UTF-8", latin1, latin1],
+    ["a body over the route's limit", large, large],
+  ];
+  const { app, writes } = await makeApp({ intents: [AUTHORIZED, authorized] });
+  for (const [token, options] of tokens) {
+    for (const [what, signed, sent] of bodies) {
+      const name = `${token}, ${what}`;
+      const signature = await signQStash(signed, options);
+      const hash = sha256(
+        typeof sent === "string" ? encoder.encode(sent) : sent,
+      );
+      assert.deepEqual(
+        [
+          await verify(signature, sent),
+          verify.checkClaims(signature),
+          verify.verifyDigest(signature, hash),
+        ].map(detailOf),
+        [NO_REPLAY_KEY, NO_REPLAY_KEY, NO_REPLAY_KEY],
+        name,
+      );
+      // Through the app, on QStash's route and its failure callback's.
+      for (const path of ["/v1/qstash", "/v1/qstash/failed"]) {
+        const res = await app.request(path, {
+          method: "POST",
+          body: sent,
+          headers: {
+            "upstash-signature": path === "/v1/qstash"
+              ? signature
+              : await signQStash(signed, { ...options, url: FAILED_URL }),
+          },
+        });
+        assert.equal(res.status, 401, `${path}, ${name}`);
+        assert.equal(
+          (await res.json()).detail,
+          NO_REPLAY_KEY,
+          `${path}, ${name}`,
+        );
+      }
+    }
+  }
+  assert.equal(writes(), 0);
 });
 
 Deno.test("createApp() refuses a QStash signing key shorter than 16 characters, current or next, as the service's QSTASH_* settings are: a forger who guesses it signs any delivery", async () => {
