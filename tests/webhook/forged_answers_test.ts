@@ -1,0 +1,484 @@
+/**
+ * What each route answers a forged delivery, read whole: the status and
+ * the documented words, an answer and a log line that carry no secret, no
+ * stack and nothing of the forged request (its token, its signature, the
+ * claims a forger chose), and a store left as it was, so that the genuine
+ * delivery sent after the forgeries is taken, once. One test per route;
+ * the forgeries are those a forger who holds no key can make, and a few a
+ * key holder could sign (duplicate claims), to pin which value counts.
+ *
+ * @module
+ */
+
+import assert from "node:assert/strict";
+import { hmac } from "@noble/hashes/hmac.js";
+import { sha256 } from "@noble/hashes/sha2.js";
+import { MemoryStore, ScriptedSender } from "../../mod.ts";
+import { watchWrites } from "../_stores.ts";
+import { hmacSignature } from "../../webhook/_auth.ts";
+import {
+  AUTHORIZED,
+  makeApp,
+  NOW,
+  OPS,
+  SECRET,
+  STACK,
+  theGoogle,
+} from "./_app.ts";
+import {
+  base64url,
+  envelope,
+  googleClaims,
+  jwtPart,
+  QSTASH,
+  rsaKeyPair,
+  signHmac,
+  signQStash,
+} from "./_signing.ts";
+import { job as oversized, post } from "./_oversized_qstash.ts";
+
+const job = { intentId: "pi_0001", kind: "settle" } as const;
+const sends = { pi_0001: { sends: [{ txHash: "0xabc" }] } };
+const encoder = new TextEncoder();
+
+const QSTASH_REFUSED =
+  "The Upstash-Signature header is missing or does not verify against this URL and body.";
+const PUSH_REFUSED =
+  "Send Google's OIDC token for this audience as 'Authorization: Bearer <token>'.";
+const HOW_TO_SIGN =
+  "send 'X-Signature: t=<unix seconds>,v1=<hex HMAC-SHA-256 of \"<t>.<raw body>\" with WEBHOOK_SECRET>'";
+const MALFORMED =
+  `The X-Signature header is missing or malformed: ${HOW_TO_SIGN}.`;
+const NOT_VERIFIED =
+  `The X-Signature does not verify against this body and timestamp: ${HOW_TO_SIGN}.`;
+
+/** What no answer or log line may carry: the app's secrets. */
+const SECRETS = [
+  SECRET,
+  OPS,
+  QSTASH.currentSigningKey,
+  QSTASH.nextSigningKey,
+];
+
+/** What a forgery is sent to. */
+type App = {
+  request: (path: string, init: RequestInit) => Response | Promise<Response>;
+};
+
+/** A forged request: its name, its headers, its body and what it is answered. */
+interface Forgery {
+  readonly name: string;
+  readonly headers: Headers | Record<string, string>;
+  readonly body: BodyInit;
+  /** The answer's detail, exactly. */
+  readonly detail: string;
+  /** What of the request the answer must not echo (a token, a MAC, a claim). */
+  readonly secret: readonly string[];
+}
+
+let forger: Promise<CryptoKeyPair> | undefined;
+
+/** The forger's own RSA key pair, made once (a key is slow to make). */
+function forgerKeys(): Promise<CryptoKeyPair> {
+  return forger ??= rsaKeyPair();
+}
+
+/** How many sends the signer was asked for. */
+function sendsOf(sender: ScriptedSender): number {
+  return sender.calls.filter((call) => call.method === "send").length;
+}
+
+/**
+ * One store and one Sender for every app a test builds: `pi_0001`
+ * authorized, its writes counted, the Sender's sends scripted.
+ */
+async function shared(): Promise<{
+  writes: () => number;
+  sender: ScriptedSender;
+  /** A fresh app over them, logging to `log`: its refusal lines unpaced. */
+  app: (log?: (line: string) => void) => Promise<App>;
+}> {
+  const memory = new MemoryStore();
+  await memory.createIntent(AUTHORIZED);
+  const { store, writes } = watchWrites(memory);
+  const sender = new ScriptedSender(sends);
+  return {
+    writes,
+    sender,
+    app: async (log = () => {}) =>
+      (await makeApp({ deps: { store, sender, log } })).app,
+  };
+}
+
+/**
+ * Sends each forgery to `path`, each to a fresh app over the same store
+ * (an app logs one refusal a minute per route: so each is logged), and
+ * asserts its answer (401, a problem, the detail exactly) and its one log
+ * line (the detail) echo nothing of it, no secret and no stack.
+ */
+async function refuseAll(
+  fresh: (log: (line: string) => void) => Promise<App>,
+  path: string,
+  forgeries: readonly Forgery[],
+): Promise<void> {
+  for (const forgery of forgeries) {
+    const lines: string[] = [];
+    const app = await fresh((line) => lines.push(line));
+    const res = await app.request(path, {
+      method: "POST",
+      headers: forgery.headers,
+      body: forgery.body,
+    });
+    const text = await res.text();
+    const name = `${path}, ${forgery.name}`;
+    assert.equal(res.status, 401, `${name}: ${text}`);
+    assert.equal(
+      res.headers.get("content-type"),
+      "application/problem+json",
+      name,
+    );
+    assert.equal(JSON.parse(text).detail, forgery.detail, name);
+    assert.equal(lines.length, 1, `${name}: ${lines.join("\n")}`);
+    assert.ok(
+      lines[0]!.startsWith(
+        `relayer POST ${path} refused 401: ${forgery.detail}`,
+      ),
+      `${name}: ${lines[0]}`,
+    );
+    for (
+      const [what, said] of [
+        ["answer", `${text}\n${[...res.headers].join("\n")}`],
+        ["log", lines[0]!],
+      ]
+    ) {
+      assert.doesNotMatch(said!, STACK, `${name}: the ${what}`);
+      for (const value of [...SECRETS, ...forgery.secret]) {
+        assert.ok(
+          !said!.includes(value),
+          `${name}: the ${what} echoes ${value}`,
+        );
+      }
+    }
+  }
+}
+
+/** A compact JWS and its MAC, which no answer may echo (an empty MAC is nothing to echo). */
+function echoesOf(token: string): string[] {
+  const mac = token.slice(token.lastIndexOf(".") + 1);
+  return mac === "" ? [token] : [token, mac];
+}
+
+/** A compact JWS of `header` and `claims`, HS256-keyed with `key`'s bytes. */
+function hs256(
+  header: Record<string, unknown>,
+  claims: string,
+  key: string,
+): string {
+  const input = `${jwtPart(header)}.${base64url(claims)}`;
+  const mac = hmac(sha256, encoder.encode(key), encoder.encode(input));
+  return `${input}.${base64url(mac)}`;
+}
+
+Deno.test("POST /v1/qstash refuses forged tokens with its words, echoing nothing of them, writing nothing: RS256 by a key of the forger's, HS256 keyed with Google's public key, the generic route's secret or the ops token, a byte of the body changed, a 70 KB token of our key; then the genuine delivery is taken once and its replay refused", async () => {
+  const { app: fresh, writes, sender } = await shared();
+  const google = await theGoogle();
+  const body = JSON.stringify(job);
+  const genuine = await signQStash(body);
+  const [, claims] = genuine.split(".");
+  const claimsText = new TextDecoder().decode(
+    Uint8Array.from(
+      atob(claims!.replaceAll("-", "+").replaceAll("_", "/")),
+      (ch) => ch.charCodeAt(0),
+    ),
+  );
+  const pair = await forgerKeys();
+  const rsInput = `${jwtPart({ alg: "RS256", typ: "JWT" })}.${claims}`;
+  const rs256 = `${rsInput}.${
+    base64url(
+      new Uint8Array(
+        await crypto.subtle.sign(
+          "RSASSA-PKCS1-v1_5",
+          pair.privateKey,
+          encoder.encode(rsInput),
+        ),
+      ),
+    )
+  }`;
+  const googleKey = google.jwks[0] as JsonWebKey & { n: string };
+  const forged = (name: string, token: string, sent = body): Forgery => ({
+    name,
+    headers: { "upstash-signature": token },
+    body: sent,
+    detail: QSTASH_REFUSED,
+    secret: echoesOf(token),
+  });
+  const huge = await signQStash(body, { extra: { pad: "x".repeat(70_000) } });
+  await refuseAll(fresh, "/v1/qstash", [
+    forged("RS256 by the forger's key", rs256),
+    forged(
+      "HS256 keyed with Google's public n",
+      hs256({ alg: "HS256", typ: "JWT" }, claimsText, googleKey.n),
+    ),
+    forged(
+      "HS256 keyed with the generic route's secret",
+      hs256({ alg: "HS256", typ: "JWT" }, claimsText, SECRET),
+    ),
+    forged(
+      "HS256 keyed with the ops token",
+      hs256({ alg: "HS256", typ: "JWT" }, claimsText, OPS),
+    ),
+    forged(
+      "the genuine token over a body one byte other",
+      genuine,
+      body.replace("pi_0001", "pi_0002"),
+    ),
+    forged("a token of our key 70 KB long", huge),
+  ]);
+  assert.equal(writes(), 0);
+  assert.equal(sendsOf(sender), 0);
+  // None of them used up the token: the genuine delivery is taken, once.
+  const app = await fresh();
+  const post = () =>
+    app.request("/v1/qstash", {
+      method: "POST",
+      body,
+      headers: { "upstash-signature": genuine },
+    });
+  const taken = await post();
+  assert.equal(taken.status, 503, await taken.text());
+  const replay = await post();
+  assert.equal(replay.status, 401);
+  assert.match((await replay.json()).detail, /already delivered/);
+  assert.equal(sendsOf(sender), 1);
+});
+
+Deno.test("POST /v1/qstash reads a token of our keys with a claim given twice by its last value, as the Receiver does, whether its body is read whole or over the route's limit: sub ours then another names the other; exp ahead then past is out of its time; jti given twice is replayed by its last", async () => {
+  const { app, writes, sender } = await makeApp({
+    intents: [AUTHORIZED],
+    scripts: sends,
+  });
+  const body = JSON.stringify(job);
+  const nowS = Math.floor(Date.now() / 1000);
+  /** A token of our current key over `signed`, whose claims' JSON is `...claims` and then `twice`. */
+  const token = (
+    claims: Record<string, unknown>,
+    twice: string,
+    signed = body,
+  ) =>
+    hs256(
+      { alg: "HS256", typ: "JWT" },
+      `${
+        JSON.stringify({
+          iss: "Upstash",
+          sub: QSTASH.url,
+          iat: nowS,
+          nbf: nowS,
+          exp: nowS + 300,
+          body: base64url(sha256(encoder.encode(signed)), true),
+          ...claims,
+        }).slice(0, -1)
+      },${twice}}`,
+      QSTASH.currentSigningKey,
+    );
+  const other = "https://forger.example/v1/qstash";
+  const cases: [string, Record<string, unknown>, string, string][] = [
+    [
+      "sub ours, then another",
+      { jti: "jti_1" },
+      `"sub":"${other}"`,
+      `The Upstash-Signature token is QStash's, but signed for ${other}, and this route checks ${QSTASH.url}: publish to this route's URL, or set the service's PUBLIC_URL (createApp's qstash.url, the route's whole URL) so that it is the URL QStash calls.`,
+    ],
+    [
+      "exp ahead, then an hour past",
+      { jti: "jti_2" },
+      `"exp":${nowS - 3600}`,
+      "The Upstash-Signature token is QStash's, for this URL, but expired or not yet valid by this server's clock (past its exp, or before its nbf, by more than 30 seconds).",
+    ],
+  ];
+  for (const [name, claims, twice, detail] of cases) {
+    for (const sent of [body, oversized(70_048)]) {
+      const what = `${name}, ${sent.length} bytes`;
+      const res = await post(app, "/v1/qstash", sent, {
+        signature: token(claims, twice, sent),
+      });
+      assert.equal(res.status, 401, what);
+      assert.equal((await res.json()).detail, detail, what);
+    }
+  }
+  assert.equal(writes(), 0);
+  // jti "a" then "b": its replay key is "b", so a token whose one jti is
+  // "b" is its replay, and one whose jti is "a" is not.
+  const twice = token({ jti: "jti_a" }, `"jti":"jti_b"`);
+  const send = async (signature: string) => {
+    const res = await app.request("/v1/qstash", {
+      method: "POST",
+      body,
+      headers: { "upstash-signature": signature },
+    });
+    return { status: res.status, detail: (await res.json()).detail };
+  };
+  assert.equal((await send(twice)).status, 503);
+  const b = await send(await signQStash(body, { jti: "jti_b" }));
+  assert.equal(b.status, 401);
+  assert.match(b.detail, /already delivered/);
+  assert.notEqual(
+    (await send(await signQStash(body, { jti: "jti_a" }))).status,
+    401,
+  );
+  assert.equal(sendsOf(sender), 1);
+});
+
+Deno.test("POST /v1/deliveries refuses forged signatures with its words, echoing nothing of them, writing nothing: another secret, v1 cut short, v1 of another t, a byte of the body changed (a byte not UTF-8 too), the header re-spelt as the format does not allow, a forged header beside the genuine one; then the genuine delivery is taken once", async () => {
+  const { app: fresh, writes, sender } = await shared();
+  const t = NOW / 1000;
+  const body = JSON.stringify({ job, note: "caf" });
+  // The same body with a Latin-1 é, a byte no UTF-8 text has, and one other.
+  const latin1 = Uint8Array.from(
+    [...encoder.encode(body)].flatMap((byte, i, all) =>
+      i === all.length - 3 ? [byte, 0xe9] : [byte]
+    ),
+  );
+  const otherLatin1 = latin1.slice();
+  otherLatin1[otherLatin1.indexOf(0xe9)] = 0xe8;
+  const genuine = signHmac(SECRET, body, t);
+  const v1 = genuine.split("v1=")[1]!;
+  const forged = (
+    name: string,
+    signature: string | string[],
+    detail: string,
+    sent: BodyInit = body,
+  ): Forgery => {
+    const headers = new Headers();
+    for (const value of [signature].flat()) {
+      headers.append("x-signature", value);
+    }
+    const macs = [signature].flat().map((value) => value.split("v1=")[1] ?? "")
+      .filter((mac) => mac.length > 8);
+    return { name, headers, body: sent, detail, secret: macs };
+  };
+  const olderV1 = signHmac(SECRET, body, t - 1).split("v1=")[1]!;
+  await refuseAll(fresh, "/v1/deliveries", [
+    forged(
+      "another secret",
+      signHmac("another-secret-0123456789", body, t),
+      NOT_VERIFIED,
+    ),
+    forged(
+      "v1 cut short by one digit",
+      `t=${t},v1=${v1.slice(0, 63)}`,
+      MALFORMED,
+    ),
+    forged("v1 of the second before", `t=${t},v1=${olderV1}`, NOT_VERIFIED),
+    forged(
+      "a byte of the body changed",
+      genuine,
+      NOT_VERIFIED,
+      body.replace("caf", "cag"),
+    ),
+    forged(
+      // Both bytes read as U+FFFD: only a check of the bytes tells them apart.
+      "bytes not UTF-8 signed, another such byte sent",
+      hmacSignature(SECRET, latin1, t),
+      NOT_VERIFIED,
+      otherLatin1,
+    ),
+    forged("a space before the comma", `t=${t} ,v1=${v1}`, MALFORMED),
+    forged("T in capitals", `T=${t},v1=${v1}`, MALFORMED),
+    forged("v1 first", `v1=${v1},t=${t}`, MALFORMED),
+    forged("a prefix", `sha256=t=${t},v1=${v1}`, MALFORMED),
+    forged("a v0 beside it", `t=${t},v0=${"0".repeat(64)},v1=${v1}`, MALFORMED),
+    forged(
+      "a forged header beside the genuine one",
+      [`t=${t},v1=${"0".repeat(64)}`, genuine],
+      MALFORMED,
+    ),
+  ]);
+  assert.equal(writes(), 0);
+  assert.equal(sendsOf(sender), 0);
+  const taken = await (await fresh()).request("/v1/deliveries", {
+    method: "POST",
+    body,
+    headers: { "x-signature": genuine },
+  });
+  assert.equal(taken.status, 503, await taken.text());
+  assert.equal(sendsOf(sender), 1);
+});
+
+Deno.test("POST /v1/pubsub refuses forged pushes with its words, echoing nothing of the token or the claims a forger chose, writing nothing: another audience, issuer or email, email_verified false, the forger's RSA or EC key under Google's kid; then the genuine push is taken once", async () => {
+  const { app: fresh, writes, sender } = await shared();
+  const google = await theGoogle();
+  const kid = (google.jwks[0] as { kid: string }).kid;
+  const nowS = Math.floor(Date.now() / 1000);
+  const pair = await forgerKeys();
+  const forgerInput = `${jwtPart({ alg: "RS256", typ: "JWT", kid })}.${
+    jwtPart(googleClaims(nowS))
+  }`;
+  const forgerToken = `${forgerInput}.${
+    base64url(
+      new Uint8Array(
+        await crypto.subtle.sign(
+          "RSASSA-PKCS1-v1_5",
+          pair.privateKey,
+          encoder.encode(forgerInput),
+        ),
+      ),
+    )
+  }`;
+  // A key of another kind: ES256, by an EC key of the forger's.
+  const ec = await crypto.subtle.generateKey(
+    { name: "ECDSA", namedCurve: "P-256" },
+    false,
+    ["sign"],
+  );
+  const ecInput = `${jwtPart({ alg: "ES256", typ: "JWT", kid })}.${
+    jwtPart(googleClaims(nowS))
+  }`;
+  const ecToken = `${ecInput}.${
+    base64url(
+      new Uint8Array(
+        await crypto.subtle.sign(
+          { name: "ECDSA", hash: "SHA-256" },
+          ec.privateKey,
+          encoder.encode(ecInput),
+        ),
+      ),
+    )
+  }`;
+  const body = envelope(job, { deliveryAttempt: 1 });
+  const forged = (
+    name: string,
+    token: string,
+    chosen: string[] = [],
+  ): Forgery => ({
+    name,
+    headers: { authorization: `Bearer ${token}` },
+    body,
+    detail: PUSH_REFUSED,
+    secret: [...echoesOf(token), ...chosen],
+  });
+  const audience = "https://forger.example/v1/pubsub";
+  const email = "forger@evil-project.iam.gserviceaccount.com";
+  const issuer = "https://issuer.forger.example";
+  await refuseAll(fresh, "/v1/pubsub", [
+    forged("another audience", await google.token({ aud: audience }), [
+      audience,
+    ]),
+    forged("another issuer", await google.token({ iss: issuer }), [issuer]),
+    forged("another email", await google.token({ email }), [email]),
+    forged(
+      "email_verified false",
+      await google.token({ email_verified: false }),
+    ),
+    forged("the forger's key under Google's kid", forgerToken),
+    forged("ES256 by the forger's EC key under Google's kid", ecToken),
+  ]);
+  assert.equal(writes(), 0);
+  assert.equal(sendsOf(sender), 0);
+  const taken = await (await fresh()).request("/v1/pubsub", {
+    method: "POST",
+    body,
+    headers: { authorization: `Bearer ${await google.token()}` },
+  });
+  assert.equal(taken.status, 503, await taken.text());
+  assert.equal(sendsOf(sender), 1);
+});
