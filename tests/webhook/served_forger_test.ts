@@ -388,3 +388,88 @@ Deno.test(
     });
   }),
 );
+
+Deno.test(
+  "served main.ts: a QStash delivery and a generic one, each taken after a copy with a byte of its body changed was refused, are 401 replays once the process is killed and started again over the same KV file, and so is a token of the same jti over another body; nothing is sent again",
+  timeout(90_000, async () => {
+    await withSigner(async ({ signer, serve }) => {
+      const before = await serve();
+      await authorized(before.base, "pi_restart1");
+      await authorized(before.base, "pi_restart2");
+      const qstashBody = JSON.stringify({
+        intentId: "pi_restart1",
+        kind: "settle",
+      });
+      const token = await signQStash(qstashBody, {
+        url: QSTASH_URL,
+        jti: "jwt_restart",
+      });
+      const genericBody = JSON.stringify({
+        job: { intentId: "pi_restart2", kind: "settle" },
+      });
+      const signature = signHmac(SECRET, genericBody);
+      const deliveries: [string, string, Record<string, string>][] = [
+        ["/v1/qstash", qstashBody, { "upstash-signature": token }],
+        ["/v1/deliveries", genericBody, { "x-signature": signature }],
+      ];
+      const post = async (
+        base: string,
+        [path, body, headers]: [string, string, Record<string, string>],
+      ) => {
+        const res = await fetch(`${base}${path}`, {
+          method: "POST",
+          body,
+          headers: { ...headers, "upstash-retried": "99" },
+        });
+        return { status: res.status, detail: (await res.json()).detail };
+      };
+      for (const [path, body, headers] of deliveries) {
+        // One byte other: refused, and the signature left unused.
+        const forged = await post(before.base, [
+          path,
+          body.replace("restart", "restars"),
+          headers,
+        ]);
+        assert.equal(forged.status, 401, path);
+        assert.doesNotMatch(forged.detail, /already delivered/, path);
+        const res = await fetch(`${before.base}${path}`, {
+          method: "POST",
+          body,
+          headers,
+        });
+        assert.equal(res.status, 503, `${path}: ${await res.text()}`);
+      }
+      assert.equal(signer.sends(), 2);
+      // Killed, as a crash would: what the answers said is on disk.
+      await stop(before);
+      const after = await serve();
+      for (const delivery of deliveries) {
+        const replay = await post(after.base, delivery);
+        assert.equal(replay.status, 401, delivery[0]);
+        assert.match(replay.detail, /already delivered/, delivery[0]);
+      }
+      // The token's id, signed by the key over another body: the same
+      // replay record.
+      const otherBody = JSON.stringify({
+        intentId: "pi_restart1",
+        kind: "settle",
+        note: "another body",
+      });
+      const sameJti = await post(after.base, [
+        "/v1/qstash",
+        otherBody,
+        {
+          "upstash-signature": await signQStash(otherBody, {
+            url: QSTASH_URL,
+            jti: "jwt_restart",
+          }),
+        },
+      ]);
+      assert.equal(sameJti.status, 401);
+      assert.match(sameJti.detail, /already delivered/);
+      assert.equal(signer.sends(), 2);
+      assert.equal(await stateOf(after.base, "pi_restart1"), "settling");
+      assert.equal(await stateOf(after.base, "pi_restart2"), "settling");
+    });
+  }),
+);
