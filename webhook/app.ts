@@ -409,6 +409,21 @@ const STATUS: Record<Route, Record<Outcome["action"], number>> = {
 // QStash honours a Retry-After of at most one day.
 const MAX_RETRY_AFTER_S = 86_400;
 
+/**
+ * The most `Retry-After` a delivery route asks for, in seconds: a day on
+ * QStash's, the most it honours (its start-up check counts its delays so
+ * capped); none on the generic route, whose bridge the check counts as
+ * waiting the policy's delays whole: capped there, a policy whose delays
+ * pass a day brought its last delivery back before the rescue window the
+ * check took, and a payment whose send was unknown went to review
+ * unrescued. (Pub/Sub's answers carry none.)
+ */
+const ROUTE_RETRY_AFTER_S: Record<Route, number> = {
+  qstash: MAX_RETRY_AFTER_S,
+  pubsub: MAX_RETRY_AFTER_S,
+  deliveries: Infinity,
+};
+
 /** The ops routes' paths, as `app.use` matches them. */
 const OPS_PATHS = [
   "/v1/intents/*", // and /v1/intents itself: Hono's "/*" matches it too
@@ -633,12 +648,11 @@ const HELD_UP =
 /**
  * Seconds for `Retry-After`, rounded up (rounding down would break the
  * floor of equal jitter), and at least 1: a 0 (a full-jitter draw, or a
- * BASE of 1 ms) would ask the queue back at once, in a tight loop.
+ * BASE of 1 ms) would ask the queue back at once, in a tight loop. At most
+ * `maxS` (a day unless given: {@linkcode ROUTE_RETRY_AFTER_S}).
  */
-function retryAfter(delayMs: number): string {
-  return String(
-    Math.max(1, Math.min(MAX_RETRY_AFTER_S, Math.ceil(delayMs / 1000))),
-  );
+function retryAfter(delayMs: number, maxS = MAX_RETRY_AFTER_S): string {
+  return String(Math.max(1, Math.min(maxS, Math.ceil(delayMs / 1000))));
 }
 
 /**
@@ -1697,7 +1711,10 @@ export function createApp(deps: AppDeps): WebhookApp {
       "content-type": "application/json",
     };
     if (outcome.action === "retry" && route !== "pubsub" && !gaveUp) {
-      headers["retry-after"] = retryAfter(outcome.delayMs);
+      headers["retry-after"] = retryAfter(
+        outcome.delayMs,
+        ROUTE_RETRY_AFTER_S[route],
+      );
     }
     return new Response(JSON.stringify(body), { status, headers });
   }
@@ -1737,6 +1754,7 @@ export function createApp(deps: AppDeps): WebhookApp {
         ? {
           "retry-after": retryAfter(
             jitter(backoff(n, relayer.policy), relayer.policy.jitter, random),
+            ROUTE_RETRY_AFTER_S[delivery!.route],
           ),
         }
         : {},
