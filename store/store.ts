@@ -497,7 +497,11 @@ export interface Admission {
    * How long the count lives after this write, in milliseconds. The
    * relayer keeps a queue's give-up mark (a count under `gaveup/…`) 32
    * days, as long as a Pub/Sub message can be kept and dead-lettered
-   * again. A store of one's own that ignores it keeps the default.
+   * again, and a delivery count 8 days past the longest wait it asks
+   * between two deliveries (the policy's `capMs`, or a busy delivery's
+   * lease and clock skew twice): with a cap past 8 days, a count of 8
+   * days lapsed between two deliveries, and the job was never poisoned. A
+   * store of one's own that ignores it keeps the default.
    *
    * @default {691200000} (8 days)
    */
