@@ -28,7 +28,7 @@
  * |---|---|---|
  * | `[…prefix, "intent", intentId]` | the intent without its hold | `createIntent`, `transition`, `beginBroadcast`, `recordBroadcast` |
  * | `[…prefix, "hold", intentId]` | `"pending"` \| `"voided"` \| `"captured"` | `createIntent`, `recordHold`, `voidHold`, `captureHold`, `transition` (ledger) |
- * | `[…prefix, "deliveries", jobId]` | `{ n, expiresAt, ws }`, expiring 8 days after its last write | `admit`, and `putDeadLetter`'s `marks`; deleted with the job's dead letter's write, and by `redrive` (not with `keepCount`) |
+ * | `[…prefix, "deliveries", jobId]` | `{ n, expiresAt, ws }`, expiring 8 days after its last write, or its `ttlMs` (the relayer's: 8 days past the longest wait it asks) | `admit`, and `putDeadLetter`'s `marks`; deleted with the job's dead letter's write, and by `redrive` (not with `keepCount`) |
  * | `[…prefix, "claim", key]` | `{ expiresAt }`, expiring 10 minutes after then (`CLAIM_GRACE_MS`: clocks differ) | any write that carries a claim |
  * | `[…prefix, "lease", intentId]` | `{ owner, expiresAt }`, expiring an hour after it lapses | any intent write that carries a lease |
  * | `[…prefix, "dead", jobId]` | the dead letter | `transition` (poison resolution), `putDeadLetter`; deleted by `redrive` |
@@ -1292,7 +1292,8 @@ export class KvStore implements Store {
 
   /**
    * Counts a delivery and/or claims a replay record, in one commit. A
-   * count expires 8 days after its last write.
+   * count expires 8 days after its last write, or `ttlMs` after it when
+   * given.
    *
    * @param admission What to count and claim, and the time.
    * @returns The delivery number if counted, else `null`.
