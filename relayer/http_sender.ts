@@ -74,8 +74,10 @@ export interface HttpSenderOptions {
   readonly url: string | URL;
   /**
    * How long one request may take, answer body included, in milliseconds:
-   * an integer from 1 to 2147483647 (the largest delay a timer keeps). Keep
-   * it below the relayer's `leaseMs`.
+   * an integer from 1 to 2147483647 (the largest delay a timer keeps). At
+   * most half the relayer's `leaseMs`: `createRelayer` and `createApp`
+   * refuse a lease under twice it (the sender's `timeoutMs` reads it
+   * back).
    *
    * @default {10000}
    */
@@ -274,6 +276,30 @@ export class HttpSender implements Sender {
     this.#getHeaders = [...configured];
     configured.set("content-type", "application/json");
     this.#postHeaders = [...configured];
+  }
+
+  /**
+   * How long one request may take, answer body included, in milliseconds:
+   * the `timeoutMs` it was given (10000 unless given). Read-only.
+   * `createRelayer` and `createApp` read it, and refuse a `leaseMs` under
+   * twice it: the lease is renewed right before a send and must outlast
+   * it.
+   *
+   * @example The lease it needs
+   * ```ts
+   * import { createRelayer, HttpSender, MemoryStore } from "@relayer/poison";
+   * import assert from "node:assert/strict";
+   *
+   * const sender = new HttpSender({ url: "https://signer.internal", timeoutMs: 20_000 });
+   * assert.equal(sender.timeoutMs, 20_000);
+   * const store = new MemoryStore();
+   * // The default lease (30 s) is under twice 20 s.
+   * assert.throws(() => createRelayer({ store, sender }), /set leaseMs to at least 40000/);
+   * assert.equal(createRelayer({ store, sender, leaseMs: 40_000 }).leaseMs, 40_000);
+   * ```
+   */
+  get timeoutMs(): number {
+    return this.#timeoutMs;
   }
 
   /**

@@ -194,7 +194,9 @@ export interface RelayerOptions {
   /**
    * How long one delivery holds the per-intent lease while it acts, in
    * milliseconds. It must outlast the Sender's own timeout, with room for
-   * the writes around the send: the lease is timed from before the
+   * the writes around the send: with a Sender that declares its
+   * `timeoutMs` (`HttpSender` does), a lease under twice it is refused
+   * (RangeError). The lease is timed from before the
    * write-ahead, and a write-ahead that took more than half of it sends
    * nothing (recorded as not sent; the delivery fails as a failed send
    * does, poisoned on the last delivery). A crashed delivery's lease
@@ -1175,6 +1177,40 @@ class SentBusyError extends BusyError {
 }
 
 /**
+ * Refuses a lease under twice the timeout the Sender declares
+ * (`Sender.timeoutMs`, as `HttpSender` does): the lease is renewed right
+ * before a send and must outlast it, as the service's `LEASE` must be at
+ * least twice `SENDER_TIMEOUT`. Read once, when the relayer is made.
+ */
+function assertLeaseOutlastsSends(
+  leaseMs: number,
+  sender: Sender,
+  leaseDefault: boolean,
+): void {
+  const timeoutMs: unknown = sender.timeoutMs;
+  if (timeoutMs === undefined) return;
+  if (
+    typeof timeoutMs !== "number" || !Number.isFinite(timeoutMs) ||
+    timeoutMs < 0
+  ) {
+    throw new TypeError(
+      `Cannot create relayer as 'sender.timeoutMs' must be a number of milliseconds >= 0, or absent for a Sender with no timeout of its own: current value is ${
+        show(timeoutMs)
+      }`,
+    );
+  }
+  if (leaseMs < 2 * timeoutMs) {
+    throw new RangeError(
+      `Cannot create relayer as 'leaseMs' must be at least twice the Sender's 'timeoutMs' (${timeoutMs}): current value is ${leaseMs}${
+        leaseDefault ? " (the default)" : ""
+      }. The lease is renewed right before a send and must outlast it, with room for the writes around it, or two deliveries could send at once: set leaseMs to at least ${
+        2 * timeoutMs
+      }, or lower the Sender's timeoutMs`,
+    );
+  }
+}
+
+/**
  * Builds the settle worker. One call of `deliver` per delivery of a job;
  * the answer says what the queue should do next.
  *
@@ -1198,9 +1234,11 @@ class SentBusyError extends BusyError {
  * @param options The store, the Sender, the policy, the clock and the
  * source of randomness.
  * @returns The relayer.
- * @throws {RangeError} If the policy or `leaseMs` is invalid.
+ * @throws {RangeError} If the policy or `leaseMs` is invalid, or `leaseMs`
+ * is under twice the `timeoutMs` the Sender declares (`HttpSender` does).
  * @throws {TypeError} If `store` lacks a `Store` method, `sender` lacks
- * `send` or `receipt`, `now` or `random` is not a function, or the options
+ * `send` or `receipt` or declares a `timeoutMs` that is not a number of
+ * milliseconds, `now` or `random` is not a function, or the options
  * are not an object or name an option it does not read (a misspelt
  * `leaseMs` would fall back to its default).
  *
@@ -1249,6 +1287,7 @@ export function createRelayer(options: RelayerOptions): Relayer {
   const now = checkedClock("run a delivery", clock);
   const policy = definePolicy(options.policy);
   assertMs("create relayer", "leaseMs", leaseMs, 1);
+  assertLeaseOutlastsSends(leaseMs, sender, options.leaseMs === undefined);
   assertMs("create relayer", "clockSkewMs", clockSkewMs, 0);
   const giveUpReceiptsMs = Math.min(GIVE_UP_RECEIPTS_MS, leaseMs / 2);
   // A count the store keeps (the queue numbers no delivery: the local

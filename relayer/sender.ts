@@ -167,4 +167,30 @@ export interface Sender {
     txHash: string,
     options?: { readonly signal?: AbortSignal },
   ): Promise<ReceiptStatus>;
+
+  /**
+   * How long one call of `send` may take at most, in milliseconds, where
+   * the Sender bounds it (a number from 0, finite), as `HttpSender`'s
+   * `timeoutMs` does. Declared, `createRelayer` (and `createApp`) refuse a
+   * `leaseMs` under twice it: the lease is renewed right before a send and
+   * must outlast it, with room for the writes around it, or two deliveries
+   * could send at once. Leave it out for a Sender with no timeout of its
+   * own; the lease is then yours to keep above its sends.
+   *
+   * @example A Sender that declares its timeout
+   * ```ts
+   * import { createRelayer, MemoryStore, type Sender } from "@relayer/poison";
+   * import assert from "node:assert/strict";
+   *
+   * const sender: Sender = {
+   *   timeoutMs: 5_000, // what its own client gives up after
+   *   send: () => Promise.resolve({ txHash: "0xabc" }),
+   *   receipt: () => Promise.resolve("pending"),
+   * };
+   * const store = new MemoryStore();
+   * assert.throws(() => createRelayer({ store, sender, leaseMs: 9_000 }), /set leaseMs to at least 10000/);
+   * assert.equal(createRelayer({ store, sender, leaseMs: 10_000 }).leaseMs, 10_000);
+   * ```
+   */
+  readonly timeoutMs?: number;
 }

@@ -17,7 +17,8 @@ import { localQueueConsumer } from "../webhook/_local_queue.ts";
 // batch or message whose handling returns while a timer (a send's or a
 // receipt's timeout, a give-up's wait), a KV read or a commit still runs
 // fails them. Each runs over Deno KV and an HttpSender whose timeout
-// (60 s) is longer than the test.
+// (60 s) is longer than the test, so with a lease of twice that (the least
+// createRelayer takes with it; the give-up's wait is 5 s either way).
 
 const sanitized = { sanitizeOps: true, sanitizeResources: true } as const;
 
@@ -54,6 +55,7 @@ async function relayerWith(intents: readonly Intent["id"][]) {
       timeoutMs: 60_000,
       fetch: signer,
     }),
+    leaseMs: 120_000,
     policy: { maxDeliveries: 4 },
   });
   return { relayer, store, kv };

@@ -1388,7 +1388,8 @@ function messageNote(
  * randomness and the keys of each route.
  * @returns The Hono app; serve `app.fetch`.
  * @throws {RangeError} If the policy, `leaseMs`, `maxBodyBytes` or
- * `bodyTimeoutMs` is invalid.
+ * `bodyTimeoutMs` is invalid, or `leaseMs` is under twice the `timeoutMs`
+ * the Sender declares (`HttpSender` does).
  * @throws {TypeError} If a route's keys are empty, short or incomplete: a
  * `webhookSecret` or `opsToken` empty or under 16 characters (the
  * service's rule), an `opsToken` no header can carry (a space or line

@@ -63,7 +63,8 @@ Deno.test({
         sender: new HttpSender({
           url: "https://signer.example",
           // Longer than the test: a timer of a request not cleared fails it.
-          timeoutMs: 60_000,
+          // At most half the lease, which the relayer refuses otherwise.
+          timeoutMs: 4_000,
           fetch: signer,
         }),
         leaseMs: LEASE_MS,
@@ -183,6 +184,8 @@ Deno.test({
           timeoutMs: 60_000,
           fetch: () => Promise.resolve(Response.json({ txHash: "0x1" })),
         }),
+        // Twice the Sender's timeout, the least the relayer takes with it.
+        leaseMs: 120_000,
       },
     });
     const statuses: Record<string, number> = {};
