@@ -70,6 +70,36 @@ Deno.test("jitter() spreads equal jitter over the upper half", () => {
   assert.deepEqual([...seen].sort((a, b) => a - b), [5, 6, 7, 8, 9, 10]);
 });
 
+Deno.test("jitter() draws each whole delay of its range equally often: equal jitter floor(d/2) + randomInt(0 … d − floor(d/2)), full randomInt(0 … d)", () => {
+  // Over a grid of evenly spaced random outputs (mid-cell, clear of float
+  // rounding at the cells' edges), each delay of the range comes out as
+  // often as every other: a rounding draw would give its two ends half the
+  // weight of the rest.
+  const counts = (delayMs: number, strategy: "equal" | "full", per: number) => {
+    const low = strategy === "equal" ? Math.floor(delayMs / 2) : 0;
+    const size = (delayMs - low + 1) * per;
+    const seen = new Map<number, number>();
+    for (let k = 0; k < size; k++) {
+      const out = jitter(delayMs, strategy, () => (k + 0.5) / size);
+      seen.set(out, (seen.get(out) ?? 0) + 1);
+    }
+    return { low, seen };
+  };
+  for (const delayMs of [10, 5001]) {
+    for (const strategy of ["equal", "full"] as const) {
+      const { low, seen } = counts(delayMs, strategy, 4);
+      assert.equal(seen.size, delayMs - low + 1, `${strategy} ${delayMs}`);
+      for (const [out, n] of seen) {
+        assert.ok(
+          out >= low && out <= delayMs,
+          `${strategy} ${delayMs}: ${out}`,
+        );
+        assert.equal(n, 4, `${strategy} ${delayMs}: ${out} came ${n} times`);
+      }
+    }
+  }
+});
+
 Deno.test("jitter() draws from Math.random when given no source", () => {
   // 32 draws over a billion values: all alike only if the source is fixed.
   const seen = new Set<number>();
