@@ -3577,6 +3577,9 @@ Deno.test("createRelayer() answers a last delivery whose write landed but whose 
   const outcome = await relayer.deliver(job, 1, { claim });
   assert.equal(outcome.action, "retry");
   assert.match(outcome.reason, /connection reset after COMMIT/);
+  // Not poisoned, so asked back after the policy's delay for its number,
+  // equal jitter's floor of 5 s (random 0), as any retry: not at once.
+  assert.equal(outcome.action === "retry" && outcome.delayMs, 2500);
   // What landed stands, and nothing was resolved on top of it.
   assert.equal((await memory.getIntent("pi_0001"))?.state, "settling");
   assert.equal(await memory.getDeadLetter("pi_0001/settle"), null);
@@ -3589,6 +3592,35 @@ Deno.test("createRelayer() answers a last delivery whose write landed but whose 
   });
   assert.equal(next.action, "poison");
   assert.equal((await memory.getIntent("pi_0001"))?.state, "needs_review");
+});
+
+Deno.test("createRelayer() backs a busy delivery off by the policy's delay when the store's BusyError gives no usable lapse time (NaN, Infinity): never a delay of NaN or of a whole lease", async () => {
+  for (const leaseExpiresAt of [Number.NaN, Infinity, -Infinity]) {
+    const memory = new MemoryStore();
+    await memory.createIntent({
+      id: "pi_0001",
+      state: "authorized",
+      hold: "pending",
+    });
+    // A Store of one's own that says another holds the lease, and names a
+    // lapse time that is no time.
+    const busy = () =>
+      Promise.reject(new BusyError("lease held", { leaseExpiresAt }));
+    const relayer = createRelayer({
+      store: overriding(memory, { beginBroadcast: busy, transition: busy }),
+      sender: new ScriptedSender({}),
+      policy: { maxDeliveries: 5, jitter: "none" },
+      now: () => 0,
+      random: () => 0,
+      clockSkewMs: 0,
+    });
+    const outcome = await relayer.deliver(job, 2);
+    assert.deepEqual(
+      outcome.action === "retry" && [outcome.reason, outcome.delayMs],
+      ["intent pi_0001 is busy with another delivery", 10_000],
+      String(leaseExpiresAt),
+    );
+  }
 });
 
 Deno.test("createRelayer() writes nothing for a replayed request whose first write fails without an answer, even at the last delivery", async () => {
