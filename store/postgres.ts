@@ -72,6 +72,7 @@ import { onPoolClose, poolCloses } from "./_postgres_closes.ts";
 import { reserveInTurn } from "./_reserve_turns.ts";
 import { heldBySession } from "./_held_lock.ts";
 import { notWritten } from "./_not_written.ts";
+import { schemaBehind } from "./_schema_behind.ts";
 import {
   marked,
   neverResent,
@@ -3923,19 +3924,23 @@ function unmigrated(
   // functions only raise their own codes.
   if (typeof where === "string" && where !== "") return null;
   if (code === "42703" || code === "42883") {
-    return new Error(
-      `${head} as the store's schema "${schema}" lacks a column or function this version reads (migrated by an older version): run store.migrate() on it once, as the schema's owner, before serving (a Worker never does) (${
-        describeError(error)
-      })`,
-      { cause: error },
+    return schemaBehind(
+      new Error(
+        `${head} as the store's schema "${schema}" lacks a column or function this version reads (migrated by an older version): run store.migrate() on it once, as the schema's owner, before serving (a Worker never does) (${
+          describeError(error)
+        })`,
+        { cause: error },
+      ),
     );
   }
   if (code !== "42P01" && code !== "3F000") return null;
-  return new Error(
-    `${head} as this database lacks the store's schema "${schema}" or a table of it: run store.migrate() on it once before serving (a Worker never does), or check that the URL names the service's database (${
-      describeError(error)
-    })`,
-    { cause: error },
+  return schemaBehind(
+    new Error(
+      `${head} as this database lacks the store's schema "${schema}" or a table of it: run store.migrate() on it once before serving (a Worker never does), or check that the URL names the service's database (${
+        describeError(error)
+      })`,
+      { cause: error },
+    ),
   );
 }
 

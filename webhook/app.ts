@@ -72,6 +72,7 @@ import type {
 import { ConflictError } from "../store/conflict_error.ts";
 import { isHeldBySession } from "../store/_held_lock.ts";
 import { isNotWritten } from "../store/_not_written.ts";
+import { isSchemaBehind } from "../store/_schema_behind.ts";
 import { ReplayError } from "../store/replay_error.ts";
 import {
   createRelayer,
@@ -640,6 +641,18 @@ function hashlessWhy(intent: Intent): string {
     ? "no tx on record"
     : "every tx on record reads dropped, as it would if an earlier send whose answer was lost had landed on its nonce: the intent keeps its last broadcast only";
 }
+
+/**
+ * Why a call failed when the store says its schema is not migrated, or was
+ * migrated by an older version, and what to run: no retry mends it until
+ * then.
+ */
+const SCHEMA_BEHIND =
+  "the store's schema is not migrated, or was migrated by an older version (the relayer's log names what is missing)";
+
+/** What to run on such a schema (see {@linkcode SCHEMA_BEHIND}). */
+const MIGRATE =
+  "As the schema's owner, run migrate() on it once (PostgresStore's migrate(): deno task start runs it at its start with the owner's DATABASE_URL; a Worker never does, see docs/postgres.md)";
 
 /** What held a call up when the store says another session did (PostgreSQL's 55P03, 57014). */
 const HELD_UP =
@@ -1724,8 +1737,9 @@ export function createApp(deps: AppDeps): WebhookApp {
    * What failed for a reason of ours (the store: the Sender's failures are
    * the policy's to decide): a log line naming it, and a 503 the queue
    * retries. Nothing was decided. While the store refuses a write (a probe,
-   * cached a second), there is no `Retry-After`: the queue waits as its own
-   * backoff says. QStash's grows to a day, so its retries, and its failure
+   * cached a second), or its schema is not migrated (no retry mends that
+   * until someone runs the migration), there is no `Retry-After`: the queue
+   * waits as its own backoff says. QStash's grows to a day, so its retries, and its failure
    * callback's, outlast an outage of days; a fixed short wait would spend
    * them all in minutes, and leave the intent to a give-up. A delivery
    * whose store takes the probe's write (a blip) is asked back after the
@@ -1734,23 +1748,31 @@ export function createApp(deps: AppDeps): WebhookApp {
    * the store, which failed the count or a call after it: its number is
    * not known here) and a give-up get the queue's own backoff: a give-up
    * is the last word.
-   * `detail` says so to the queue's operator; the error stays in the log.
+   * `detail` says so to the queue's operator (what could not be done, then
+   * what the queue does), and names the migration where the store's schema
+   * is behind; the error stays in the log.
    */
   async function failedUnexpectedly(
     what: string,
     error: unknown,
-    detail: string,
+    detail: readonly [head: string, then: string],
     delivery?: { readonly route: Route; readonly n: number | undefined },
     seen = "",
   ): Promise<Response> {
     log(`worker  ${what} unexpectedly: ${describeError(error)}${seen}`);
     const n = delivery?.route === "pubsub" ? undefined : delivery?.n;
-    const blip = n !== undefined && await storeWrites();
+    // A schema behind is an outage no retry mends until someone migrates
+    // it, whatever the probe's write finds: the queue's own backoff then.
+    const blip = n !== undefined && !isSchemaBehind(error) &&
+      await storeWrites();
+    const [head, then] = detail;
     return problem(
       503,
       "delivery-failed",
       "Delivery failed",
-      detail,
+      isSchemaBehind(error)
+        ? `${head} as ${SCHEMA_BEHIND}. ${MIGRATE}; ${then}.`
+        : `${head} (the store failed unexpectedly); ${then}.`,
       blip
         ? {
           "retry-after": retryAfter(
@@ -1874,7 +1896,7 @@ export function createApp(deps: AppDeps): WebhookApp {
       return await failedUnexpectedly(
         `${jobIdOf(job).padEnd(16)} failed`,
         error,
-        "The delivery could not finish (the store failed unexpectedly); the queue will redeliver it.",
+        ["The delivery could not finish", "the queue will redeliver it"],
         { route, n: delivery },
         seen,
       );
@@ -2596,7 +2618,7 @@ export function createApp(deps: AppDeps): WebhookApp {
       return await failedUnexpectedly(
         `${jobIdOf(job).padEnd(16)} give-up failed`,
         error,
-        "The give-up could not be resolved now (the store failed unexpectedly); the queue will call again.",
+        ["The give-up could not be resolved now", "the queue will call again"],
         undefined,
         seen,
       );
@@ -2962,7 +2984,10 @@ export function createApp(deps: AppDeps): WebhookApp {
         await failedUnexpectedly(
           `${jobIdOf(job).padEnd(16)} give-up failed`,
           error,
-          "The give-up could not be resolved now (the store failed unexpectedly); the queue will call again.",
+          [
+            "The give-up could not be resolved now",
+            "the queue will call again",
+          ],
         ),
       );
     }
@@ -3762,7 +3787,9 @@ export function createApp(deps: AppDeps): WebhookApp {
         503,
         "redrive-failed",
         "Redrive failed",
-        isNotWritten(error)
+        isSchemaBehind(error)
+          ? `The redrive of ${jobId} failed as ${SCHEMA_BEHIND}: nothing changed in the store, and its dead letter stays (a job it queued before the store failed is harmless, as it only says "go and look"). ${MIGRATE}, then try again.`
+          : isNotWritten(error)
           // The store's removal of the letter sent nothing, or was refused
           // whole: the letter stays, and no "if it did complete" applies.
           ? `The redrive of ${jobId} was not written (the relayer's log says why): its dead letter stays; try again. A job it queued before the store failed is harmless, as it only says "go and look".`
@@ -3800,7 +3827,9 @@ export function createApp(deps: AppDeps): WebhookApp {
       503,
       "store-failed",
       "Store unavailable",
-      isHeldBySession(error)
+      isSchemaBehind(error)
+        ? `The ${what} failed as ${SCHEMA_BEHIND}: nothing changed. ${MIGRATE}, then try again.`
+        : isHeldBySession(error)
         ? `The ${what} was held up in the database (${HELD_UP}): nothing changed; try again.`
         : isNotWritten(error)
         ? `The ${what} was not written (the relayer's log says why): nothing changed; try again.`

@@ -12,6 +12,7 @@ import assert from "node:assert/strict";
 import { describeError } from "../../policy/_walk.ts";
 import { PostgresStore } from "../../store/postgres.ts";
 import { isNotWritten } from "../../store/_not_written.ts";
+import { isSchemaBehind } from "../../store/_schema_behind.ts";
 import { ScriptedSender } from "../../mod.ts";
 import { createApp } from "../../webhook/app.ts";
 import { freshSchema, postgresAvailable, sharedClient } from "../_postgres.ts";
@@ -63,6 +64,8 @@ Deno.test({
         "42P01",
         `${name}: PostgreSQL's error is its cause`,
       );
+      // Read or write, the routes tell it apart: no retry mends it.
+      assert.equal(isSchemaBehind(error), true, name);
     }
   },
 });
@@ -221,6 +224,7 @@ Deno.test({
         code,
         name,
       );
+      assert.equal(isSchemaBehind(error), false, name);
     }
     // Nothing of the writes landed.
     assert.equal(await store.getIntent("pi_0002"), null);
@@ -304,7 +308,7 @@ Deno.test({
     assert.equal(res.status, 503);
     assert.match(
       body.detail,
-      /was not written[^]*nothing changed/,
+      /schema is not migrated[^]*nothing changed[^]*run migrate\(\)/,
       body.detail,
     );
     assert.doesNotMatch(body.detail, /may have landed/, body.detail);

@@ -1,0 +1,139 @@
+/**
+ * The routes on a PostgreSQL schema never migrated, or migrated by an
+ * older version (a Worker deployed before its migration): every ops route
+ * says the schema needs migrating and what to run, in the 503 its other
+ * store failures answer, never that a write "may have landed" or that the
+ * store could not be reached; a delivery stays a 503 the queue retries.
+ *
+ * @module
+ */
+
+import assert from "node:assert/strict";
+import { PostgresStore } from "../../store/postgres.ts";
+import { type Job, ScriptedSender } from "../../mod.ts";
+import { createApp } from "../../webhook/app.ts";
+import { freshSchema, postgresAvailable, sharedClient } from "../_postgres.ts";
+import { signHmac } from "./_signing.ts";
+
+const ignore = !postgresAvailable;
+const SECRET = "local-secret-0123456789-unmigrated";
+const OPS = "ops-token-0123456789-unmigrated";
+const NOW = 1_000_000;
+const ops = { authorization: `Bearer ${OPS}` };
+
+/** The app on `store`, with a queue for jobs and redrives that counts what it is given. */
+function appOn(store: PostgresStore) {
+  const queued: Job[] = [];
+  const app = createApp({
+    store,
+    sender: new ScriptedSender({}),
+    webhookSecret: SECRET,
+    opsToken: OPS,
+    now: () => NOW,
+    random: () => 0,
+    log: () => {},
+    enqueue: (job) => Promise.resolve(void queued.push(job)),
+    redriveTo: { publish: (job) => Promise.resolve(void queued.push(job)) },
+  });
+  return { app, queued };
+}
+
+const OPS_CALLS: [string, string, RequestInit, string][] = [
+  ["POST", "/v1/intents", {
+    body: JSON.stringify({ id: "pi_0001", state: "authorized" }),
+  }, "store-failed"],
+  ["GET", "/v1/intents/pi_0001", {}, "store-failed"],
+  ["POST", "/v1/intents/pi_0001/resolve", {
+    body: JSON.stringify({ to: "failed", version: "1", nonceChecked: true }),
+  }, "store-failed"],
+  ["GET", "/v1/dead-letters", {}, "store-failed"],
+  ["DELETE", "/v1/dead-letters/pi_0001/settle", {}, "store-failed"],
+  ["POST", "/v1/dead-letters/pi_0001/settle/redrive", {}, "redrive-failed"],
+  ["POST", "/v1/jobs", {
+    body: JSON.stringify({ intentId: "pi_0001", kind: "settle" }),
+  }, "store-failed"],
+];
+
+/** Asserts every ops route and a delivery on `store`'s schema say to migrate it. */
+async function assertSaysMigrate(store: PostgresStore) {
+  const { app, queued } = appOn(store);
+  for (const [method, path, init, type] of OPS_CALLS) {
+    const res = await app.request(path, {
+      method,
+      ...init,
+      headers: ops,
+    });
+    const body = await res.json();
+    const which = `${method} ${path}: ${body.detail}`;
+    assert.equal(res.status, 503, which);
+    assert.equal(body.type, `urn:relayer:problem:${type}`, which);
+    assert.equal(res.headers.get("retry-after"), "5", which);
+    assert.match(
+      body.detail,
+      /schema is not migrated, or was migrated by an older version[^]*nothing changed[^]*run migrate\(\)[^]*then try again/,
+      which,
+    );
+    assert.doesNotMatch(
+      body.detail,
+      /may have landed|could not reach|did not complete/,
+      which,
+    );
+  }
+  assert.deepEqual(queued, [], "nothing queued");
+  // A delivery: the queue delivers it again, and the answer says why.
+  const delivery = JSON.stringify({
+    job: { intentId: "pi_0001", kind: "settle" },
+    delivery: 1,
+  });
+  const res = await app.request("/v1/deliveries", {
+    method: "POST",
+    body: delivery,
+    headers: {
+      "content-type": "application/json",
+      "x-signature": signHmac(SECRET, delivery, Math.floor(NOW / 1000)),
+    },
+  });
+  const body = await res.json();
+  assert.equal(res.status, 503, body.detail);
+  assert.equal(body.type, "urn:relayer:problem:delivery-failed");
+  // The store refuses the probe's write: the queue waits on its own backoff.
+  assert.equal(res.headers.get("retry-after"), null);
+  assert.match(
+    body.detail,
+    /schema is not migrated[^]*run migrate\(\)[^]*the queue will redeliver it/,
+    body.detail,
+  );
+}
+
+Deno.test({
+  name:
+    "every route on a PostgreSQL schema never migrated says to run migrate(), nothing changed, in its 503, and a delivery stays a 503 the queue retries",
+  ignore,
+  async fn() {
+    const schema = freshSchema();
+    const store = new PostgresStore(await sharedClient(), { schema });
+    await assertSaysMigrate(store);
+  },
+});
+
+Deno.test({
+  name:
+    "every route on a PostgreSQL schema an older version migrated (no intents.tx_hashes, no dead_letters) says to run migrate(), nothing changed",
+  ignore,
+  async fn() {
+    const schema = freshSchema();
+    const sql = await sharedClient();
+    const store = new PostgresStore(sql, { schema });
+    await store.migrate();
+    await sql.unsafe(
+      `ALTER TABLE "${schema}".intents DROP COLUMN tx_hashes; DROP TABLE "${schema}".dead_letters`,
+    );
+    await assertSaysMigrate(store);
+    // The new intent's write was refused whole.
+    assert.equal(
+      (await sql.unsafe(`SELECT id FROM "${schema}".intents`)).length,
+      0,
+    );
+    await sql.unsafe(`DROP SCHEMA "${schema}" CASCADE`);
+  },
+});
