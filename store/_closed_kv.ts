@@ -10,7 +10,7 @@
  * @module
  */
 
-import { notWritten } from "./_not_written.ts";
+import { notRead, notWritten } from "./_not_written.ts";
 
 /** The errors {@linkcode closedKv} made of reads on a closed handle. */
 const CLOSED_READS = new WeakSet<Error>();
@@ -94,4 +94,38 @@ export function closedBeforeWrite(error: unknown): Error | undefined {
   return error instanceof Error && CLOSED_READS.has(error)
     ? closedKv(error.cause, "write")
     : undefined;
+}
+
+/**
+ * The error of a store's read (its own, not a write's) that failed as the
+ * Deno KV handle was closed: made afresh, as {@linkcode closedKv} words
+ * it, and marked as nothing read or written; `error` itself for any other.
+ * Made afresh, as in {@linkcode closedBeforeWrite}: the read's error may
+ * be shared by every read of its group, some of them a write's read back
+ * after a commit, whose outcome it does not know.
+ *
+ * @param error What the read threw.
+ * @returns The read's error.
+ *
+ * @example
+ * ```ts
+ * import { closedKv, closedRead } from "./_closed_kv.ts";
+ * import { isNotRead } from "./_not_written.ts";
+ * import assert from "node:assert/strict";
+ *
+ * const kv = await Deno.openKv(":memory:");
+ * kv.close();
+ * const read = await kv.get(["a"]).then(() => null, (e) => closedKv(e, "read"));
+ * const error = closedRead(read);
+ * assert.match((error as Error).message, /^Cannot read Deno KV as its handle is closed/);
+ * assert.equal(isNotRead(error), true);
+ * assert.equal(isNotRead(read), false);
+ * const other = new Error("database is locked");
+ * assert.equal(closedRead(other), other);
+ * ```
+ */
+export function closedRead(error: unknown): unknown {
+  return error instanceof Error && CLOSED_READS.has(error)
+    ? notRead(new Error(error.message, { cause: error.cause }))
+    : error;
 }

@@ -52,7 +52,7 @@ import { BusyError } from "./busy_error.ts";
 import { GroupRead } from "./_group_read.ts";
 import { GroupCommit } from "./_group_commit.ts";
 import { damagedFile } from "./_damaged_file.ts";
-import { closedBeforeWrite, closedKv } from "./_closed_kv.ts";
+import { closedBeforeWrite, closedKv, closedRead } from "./_closed_kv.ts";
 import { ConflictError } from "./conflict_error.ts";
 import {
   assertClaimable,
@@ -839,10 +839,16 @@ export class KvStore implements Store {
     // crash) fails that check, and the write is decided again on a fresh
     // read of all three. A third key cost a look about a third more
     // (`deno task kv-commits`).
-    const [intent, hold] = await this.#get<[StoredIntent, HoldState]>(
-      this.#key("intent", id),
-      this.#key("hold", id),
-    );
+    let entries: Entries<[StoredIntent, HoldState]>;
+    try {
+      entries = await this.#get<[StoredIntent, HoldState]>(
+        this.#key("intent", id),
+        this.#key("hold", id),
+      );
+    } catch (error) {
+      throw closedRead(error); // a read's own: nothing read or written
+    }
+    const [intent, hold] = entries;
     const read = this.#toIntent(intent, hold);
     if (read !== null) {
       // A lease this store wrote on this very version (a delivery of this
@@ -1386,10 +1392,13 @@ export class KvStore implements Store {
   async deliveries(jobId: string, now?: number): Promise<number> {
     if (now !== undefined) checkMs("now", now);
     if (unkeptKey(jobId)) return 0; // no write keeps such a key
-    const [entry] = await this.#get<[StoredCount]>(
-      this.#key("deliveries", jobId),
-    );
-    const count = entry.value;
+    let entries: Entries<[StoredCount]>;
+    try {
+      entries = await this.#get<[StoredCount]>(this.#key("deliveries", jobId));
+    } catch (error) {
+      throw closedRead(error); // a read's own: nothing read or written
+    }
+    const count = entries[0].value;
     if (count === null) return 0;
     return now !== undefined && count.expiresAt <= now ? 0 : count.n;
   }
@@ -1624,7 +1633,13 @@ export class KvStore implements Store {
    */
   async getDeadLetter(jobId: string): Promise<StoredDeadLetter | null> {
     if (unkeptKey(jobId)) return null; // no write keeps such a key
-    const [entry] = await this.#get<[StoredLetter]>(this.#key("dead", jobId));
+    let entries: Entries<[StoredLetter]>;
+    try {
+      entries = await this.#get<[StoredLetter]>(this.#key("dead", jobId));
+    } catch (error) {
+      throw closedRead(error); // a read's own: nothing read or written
+    }
+    const [entry] = entries;
     return entry.value === null
       ? null
       : { ...letterOf(entry.value), version: entry.versionstamp! };
@@ -1686,14 +1701,21 @@ export class KvStore implements Store {
         if (typeof entry.value === "string") jobIds.push(entry.value);
       }
     } catch (error) {
-      throw damagedFile(error, "read") ?? closedKv(error, "read") ?? error;
+      // A read's own: on a closed handle, nothing read or written.
+      throw damagedFile(error, "read") ?? closedRead(closedKv(error, "read")) ??
+        error;
     }
     const items: StoredDeadLetter[] = [];
     for (let i = 0; i < jobIds.length; i += 10) {
       const keys = jobIds.slice(i, i + 10).map((jobId) =>
         this.#key("dead", jobId)
       );
-      const entries = await this.#get<StoredLetter[]>(...keys);
+      let entries: Entries<StoredLetter[]>;
+      try {
+        entries = await this.#get<StoredLetter[]>(...keys);
+      } catch (error) {
+        throw closedRead(error);
+      }
       for (const entry of entries) {
         if (entry.value) {
           items.push({

@@ -71,7 +71,7 @@ import type {
 } from "../store/store.ts";
 import { ConflictError } from "../store/conflict_error.ts";
 import { isHeldBySession } from "../store/_held_lock.ts";
-import { isNotWritten } from "../store/_not_written.ts";
+import { isNotRead, isNotWritten } from "../store/_not_written.ts";
 import { isSchemaBehind } from "../store/_schema_behind.ts";
 import { ReplayError } from "../store/replay_error.ts";
 import {
@@ -3793,6 +3793,10 @@ export function createApp(deps: AppDeps): WebhookApp {
           // The store's removal of the letter sent nothing, or was refused
           // whole: the letter stays, and no "if it did complete" applies.
           ? `The redrive of ${jobId} was not written (the relayer's log says why): its dead letter stays; try again. A job it queued before the store failed is harmless, as it only says "go and look".`
+          : isNotRead(error)
+          // Its read of the letter or the intent, before anything was
+          // published or written.
+          ? `The redrive of ${jobId} read nothing and wrote nothing (the store refused its read: the relayer's log says why): its dead letter stays, and no job was queued; try again.`
           : `The redrive of ${jobId} did not complete (${
             isHeldBySession(error)
               ? `held up in the database: ${HELD_UP}`
@@ -3833,6 +3837,11 @@ export function createApp(deps: AppDeps): WebhookApp {
         ? `The ${what} was held up in the database (${HELD_UP}): nothing changed; try again.`
         : isNotWritten(error)
         ? `The ${what} was not written (the relayer's log says why): nothing changed; try again.`
+        : isNotRead(error)
+        // A read refused before it reached the data (a Deno KV handle
+        // closed under the store): a route reads before it writes, so
+        // nothing of it ran, whatever it was about to write.
+        ? `The ${what} read nothing and wrote nothing (the store refused its read: the relayer's log says why): nothing changed; try again.`
         : reread === undefined
         ? `The ${what} could not reach the store (the relayer's log says why): try again.`
         : `The ${what} failed before the store answered (the relayer's log says why): it may have landed or not. ${reread} before you try again.`,

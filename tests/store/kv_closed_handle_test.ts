@@ -9,7 +9,7 @@
 
 import assert from "node:assert/strict";
 import { KvStore } from "../../store/kv.ts";
-import { isNotWritten } from "../../store/_not_written.ts";
+import { isNotRead, isNotWritten } from "../../store/_not_written.ts";
 import { closedKv } from "../../store/_closed_kv.ts";
 import { resendingKv } from "./_resending_kv.ts";
 
@@ -122,6 +122,9 @@ Deno.test("KvStore on a closed Deno KV handle: a write says nothing was written,
         /^Cannot read Deno KV as its handle is closed \(Deno: "Bad resource ID"\): nothing was read\./,
       );
       assert.equal(isNotWritten(error), false);
+      // A read's own: it read nothing and wrote nothing, and a route that
+      // reads before it writes says so.
+      assert.equal(isNotRead(error), true);
       return true;
     });
   }
@@ -180,6 +183,11 @@ Deno.test("every KvStore write on a Deno KV handle closed under it says nothing 
         true,
         `${name} (${saw ? "seen" : "unseen"})`,
       );
+      assert.equal(
+        isNotRead(thrown),
+        false,
+        `${name} (${saw ? "seen" : "unseen"})`,
+      );
     }
   }
 });
@@ -207,6 +215,7 @@ Deno.test("a KvStore write whose commit landed, answered as a race lost (a KV Co
       assert.ok(closed, `${which} committed nothing`);
       assert.ok(thrown instanceof Error, `${which} answered`);
       assert.equal(isNotWritten(thrown), false, `${which}: ${thrown.message}`);
+      assert.equal(isNotRead(thrown), false, `${which}: ${thrown.message}`);
     }
   }
 });
