@@ -2666,6 +2666,7 @@ export function createApp(deps: AppDeps): WebhookApp {
               describeError(error)
             }`,
             "The failure callback is over the limit, and the dead letter of its message could not be read; QStash will call again.",
+            error,
           );
         }
         if (
@@ -2904,10 +2905,25 @@ export function createApp(deps: AppDeps): WebhookApp {
     );
   }
 
-  /** Logs `line` and answers 503 `delivery-failed` with `detail`, so the queue delivers again. */
-  function deliveryFailed(line: string, detail: string): Response {
+  /**
+   * Logs `line` and answers 503 `delivery-failed` with `detail`, so the
+   * queue delivers again; where the store's `error` is a schema behind,
+   * the detail says so and what to run.
+   */
+  function deliveryFailed(
+    line: string,
+    detail: string,
+    error?: unknown,
+  ): Response {
     log(line);
-    return problem(503, "delivery-failed", "Delivery failed", detail);
+    return problem(
+      503,
+      "delivery-failed",
+      "Delivery failed",
+      isSchemaBehind(error)
+        ? `${detail} It failed as ${SCHEMA_BEHIND}. ${MIGRATE}.`
+        : detail,
+    );
   }
 
   /**
@@ -2953,6 +2969,7 @@ export function createApp(deps: AppDeps): WebhookApp {
           describeError(error)
         }`,
         `The message is unreadable and could not be kept as a dead letter; ${name} will redeliver it.`,
+        error,
       );
     }
     log(

@@ -13,7 +13,7 @@ import { PostgresStore } from "../../store/postgres.ts";
 import { type Job, ScriptedSender } from "../../mod.ts";
 import { createApp } from "../../webhook/app.ts";
 import { freshSchema, postgresAvailable, sharedClient } from "../_postgres.ts";
-import { signHmac } from "./_signing.ts";
+import { QSTASH, signHmac, signQStash } from "./_signing.ts";
 
 const ignore = !postgresAvailable;
 const SECRET = "local-secret-0123456789-unmigrated";
@@ -28,6 +28,7 @@ function appOn(store: PostgresStore) {
     store,
     sender: new ScriptedSender({}),
     webhookSecret: SECRET,
+    qstash: QSTASH,
     opsToken: OPS,
     now: () => NOW,
     random: () => 0,
@@ -96,8 +97,26 @@ async function assertSaysMigrate(store: PostgresStore) {
   const body = await res.json();
   assert.equal(res.status, 503, body.detail);
   assert.equal(body.type, "urn:relayer:problem:delivery-failed");
-  // The store refuses the probe's write: the queue waits on its own backoff.
+  // The queue waits on its own backoff: no retry mends it until then.
   assert.equal(res.headers.get("retry-after"), null);
+  // An unreadable message, whose dead letter cannot be kept: redelivered.
+  const unreadable = await app.request("/v1/qstash", {
+    method: "POST",
+    body: "{",
+    headers: {
+      "upstash-signature": await signQStash("{"),
+      "upstash-retried": "0",
+      "upstash-message-id": "msg_A1",
+    },
+  });
+  const kept = await unreadable.json();
+  assert.equal(unreadable.status, 503, kept.detail);
+  assert.equal(kept.type, "urn:relayer:problem:delivery-failed");
+  assert.match(
+    kept.detail,
+    /could not be kept as a dead letter[^]*schema is not migrated[^]*run migrate\(\)/,
+    kept.detail,
+  );
   assert.match(
     body.detail,
     /schema is not migrated[^]*run migrate\(\)[^]*the queue will redeliver it/,
