@@ -2118,9 +2118,19 @@ export function createApp(deps: AppDeps): WebhookApp {
     };
   }
 
+  /** Whether the last read probe failed on a schema not migrated (`/readyz` says so). */
+  let readBehind = false;
   /** Whether the store answers a read (`/readyz`). */
   const storeAnswers = cachedProbe(
-    () => store.getIntent(READY_PROBE_ID),
+    async () => {
+      try {
+        await store.getIntent(READY_PROBE_ID);
+        readBehind = false;
+      } catch (error) {
+        readBehind = isSchemaBehind(error);
+        throw error;
+      }
+    },
     (error, note) =>
       log(
         `relayer not ready: the store failed a read: ${
@@ -2167,7 +2177,9 @@ export function createApp(deps: AppDeps): WebhookApp {
           503,
           "not-ready",
           "Not ready",
-          "The store did not answer a read, or refused a write (the relayer's log says why): deliveries would be answered 503 now.",
+          readBehind
+            ? `The store's read failed as ${SCHEMA_BEHIND}: deliveries would be answered 503 now. ${MIGRATE}.`
+            : "The store did not answer a read, or refused a write (the relayer's log says why): deliveries would be answered 503 now.",
           { "retry-after": "5" },
         ),
   );

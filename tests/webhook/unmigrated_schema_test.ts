@@ -81,6 +81,16 @@ async function assertSaysMigrate(store: PostgresStore) {
     );
   }
   assert.deepEqual(queued, [], "nothing queued");
+  // Readiness says why, an operator's curl too.
+  const ready = await app.request("/readyz");
+  const notReady = await ready.json();
+  assert.equal(ready.status, 503);
+  assert.equal(notReady.type, "urn:relayer:problem:not-ready");
+  assert.match(
+    notReady.detail,
+    /schema is not migrated[^]*run migrate\(\)/,
+    notReady.detail,
+  );
   // A delivery: the queue delivers it again, and the answer says why.
   const delivery = JSON.stringify({
     job: { intentId: "pi_0001", kind: "settle" },
