@@ -71,7 +71,7 @@ import {
 import { onPoolClose, poolCloses } from "./_postgres_closes.ts";
 import { reserveInTurn } from "./_reserve_turns.ts";
 import { heldBySession } from "./_held_lock.ts";
-import { notWritten } from "./_not_written.ts";
+import { notRead, notWritten } from "./_not_written.ts";
 import { schemaBehind } from "./_schema_behind.ts";
 import {
   marked,
@@ -2519,6 +2519,8 @@ export class PostgresStore implements Store {
     try {
       return await this.#watched(ask);
     } catch (error) {
+      // Refused before anything was sent: nothing read or written.
+      if (CLOSED_READS.has(error as Error)) throw notRead(error as Error);
       if ((error as { code?: unknown })?.code === "55P03") {
         throw new Error(
           `The store's ${what} failed as the role's or database's lock_timeout ended its wait for a table lock another session held (${
@@ -3425,7 +3427,10 @@ export class PostgresStore implements Store {
         items,
         cursor: rows.length > limit && last ? cursorAfter(last) : null,
       };
-    }, true);
+    }, true).catch((error) => {
+      // Refused before anything was sent: nothing read or written.
+      throw CLOSED_READS.has(error) ? notRead(error) : error;
+    });
   }
 
   /**
@@ -3945,14 +3950,23 @@ function unmigrated(
 }
 
 /**
+ * The errors {@linkcode closedError} made for reads: a store's own read
+ * (not a write's) marks one as nothing read or written.
+ */
+const CLOSED_READS = new WeakSet<Error>();
+
+/**
  * The error of a call made once the store was closed (`what`: "read",
- * "admit a delivery"); a `write`'s marked as not written.
+ * "admit a delivery"); a `write`'s marked as not written. Made afresh for
+ * each call.
  */
 function closedError(what: string, write = false): Error {
   const closed = new Error(
     `Cannot ${what} as the store is closed (its close() was called, as the process stops): nothing was sent to PostgreSQL; retry on a running instance (a queue redelivers)`,
   );
-  return write ? notWritten(closed) : closed;
+  if (write) return notWritten(closed);
+  CLOSED_READS.add(closed);
+  return closed;
 }
 
 /**

@@ -2,6 +2,7 @@ import assert from "node:assert/strict";
 import { BusyError } from "../../mod.ts";
 import { createRelayer, ScriptedSender, type SenderScript } from "../../mod.ts";
 import { PostgresStore } from "../../store/postgres.ts";
+import { isNotRead } from "../../store/_not_written.ts";
 import {
   connect,
   freshSchema,
@@ -215,9 +216,16 @@ Deno.test({
       for (const [i, [what]] of calls.entries()) {
         const answer = settled[i]!;
         assert.equal(answer.status, "rejected", what);
+        const reason = (answer as PromiseRejectedResult).reason;
         assert.match(
-          String((answer as PromiseRejectedResult).reason?.message),
+          String(reason?.message),
           new RegExp(`^Cannot ${what}.* as the store is closed \\(`),
+        );
+        // A read's own refusal read nothing and wrote nothing; no other.
+        assert.equal(
+          isNotRead(reason),
+          what === "read" || what === "list dead letters",
+          what,
         );
       }
       const took = performance.now() - started;

@@ -1,24 +1,28 @@
 /**
- * The ops routes on a Deno KV handle closed under the store (the service's
- * stop closes it; a request its drain cut short may still reach a route):
- * a route whose read failed on it read nothing and wrote nothing, and says
- * so, never that its write "may have landed" or that a redrive "did not
- * complete … if it did complete after all".
+ * The ops routes on a store closed under them (the service's stop closes
+ * the Deno KV handle, or the PostgresStore; a request its drain cut short
+ * may still reach a route): a route whose read failed on it read nothing
+ * and wrote nothing, and says so, never that its write "may have landed"
+ * or that a redrive "did not complete … if it did complete after all".
  *
  * @module
  */
 
 import assert from "node:assert/strict";
-import { type Job, ScriptedSender } from "../../mod.ts";
+import { type Job, ScriptedSender, type Store } from "../../mod.ts";
 import { KvStore } from "../../store/kv.ts";
+import { PostgresStore } from "../../store/postgres.ts";
 import { createApp } from "../../webhook/app.ts";
 import { deadLetter } from "../store/_contract.ts";
+import { freshSchema, postgresAvailable, sharedClient } from "../_postgres.ts";
 
-const OPS = "ops-token-for-closed-kv-routes";
+const OPS = "ops-token-for-closed-store-routes";
 
-Deno.test("the ops routes on a Deno KV handle closed under the store say their read read nothing and wrote nothing: nothing changed, try again", async () => {
-  const kv = await Deno.openKv(":memory:");
-  const store = new KvStore(kv);
+/**
+ * Seeds `store` with an authorized intent and its job's dead letter, closes
+ * it with `close`, then asserts what every ops route that reads first says.
+ */
+async function assertReadNothing(store: Store, close: () => void) {
   const intent = await store.createIntent({
     id: "pi_0001",
     state: "authorized",
@@ -35,7 +39,7 @@ Deno.test("the ops routes on a Deno KV handle closed under the store say their r
     enqueue: (job) => Promise.resolve(void queued.push(job)),
     redriveTo: { publish: (job) => Promise.resolve(void queued.push(job)) },
   });
-  kv.close();
+  close();
   const calls: [string, string, string?][] = [
     ["POST", "/v1/dead-letters/pi_0001/settle/redrive"],
     ["DELETE", "/v1/dead-letters/pi_0001/settle"],
@@ -81,6 +85,27 @@ Deno.test("the ops routes on a Deno KV handle closed under the store say their r
     );
   }
   assert.deepEqual(queued, [], "nothing queued");
+  return lines.join("\n");
+}
+
+Deno.test("the ops routes on a Deno KV handle closed under the store say their read read nothing and wrote nothing: nothing changed, try again", async () => {
+  const kv = await Deno.openKv(":memory:");
+  const log = await assertReadNothing(new KvStore(kv), () => kv.close());
   // The log says why: the handle is closed.
-  assert.match(lines.join("\n"), /handle is closed/);
+  assert.match(log, /handle is closed/);
+});
+
+Deno.test({
+  name:
+    "the ops routes on a PostgresStore closed under them say their read read nothing and wrote nothing: nothing changed, try again",
+  ignore: !postgresAvailable,
+  async fn() {
+    const schema = freshSchema();
+    const sql = await sharedClient();
+    const store = new PostgresStore(sql, { schema });
+    await store.migrate();
+    const log = await assertReadNothing(store, () => store.close());
+    assert.match(log, /as the store is closed/);
+    await sql.unsafe(`DROP SCHEMA "${schema}" CASCADE`);
+  },
 });
