@@ -109,6 +109,27 @@ async function assertSaysMigrate(store: PostgresStore) {
   assert.equal(body.type, "urn:relayer:problem:delivery-failed");
   // The queue waits on its own backoff: no retry mends it until then.
   assert.equal(res.headers.get("retry-after"), null);
+  // A bridge's give-up: the queue calls again.
+  const gaveUp = JSON.stringify({
+    job: { intentId: "pi_0001", kind: "settle" },
+    gaveUp: { deliveries: 7, messageId: "m-1" },
+  });
+  const given = await app.request("/v1/deliveries", {
+    method: "POST",
+    body: gaveUp,
+    headers: {
+      "content-type": "application/json",
+      "x-signature": signHmac(SECRET, gaveUp, Math.floor(NOW / 1000)),
+    },
+  });
+  const givenUp = await given.json();
+  assert.equal(given.status, 503, givenUp.detail);
+  assert.equal(givenUp.type, "urn:relayer:problem:delivery-failed");
+  assert.match(
+    givenUp.detail,
+    /^The give-up could not be resolved now as the store's schema is not migrated[^]*run migrate\(\)[^]*the queue will call again\.$/,
+    givenUp.detail,
+  );
   // An unreadable message, whose dead letter cannot be kept: redelivered.
   const unreadable = await app.request("/v1/qstash", {
     method: "POST",
