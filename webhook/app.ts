@@ -1739,15 +1739,15 @@ export function createApp(deps: AppDeps): WebhookApp {
    * retries. Nothing was decided. While the store refuses a write (a probe,
    * cached a second), or its schema is not migrated (no retry mends that
    * until someone runs the migration), there is no `Retry-After`: the queue
-   * waits as its own backoff says. QStash's grows to a day, so its retries, and its failure
-   * callback's, outlast an outage of days; a fixed short wait would spend
-   * them all in minutes, and leave the intent to a give-up. A delivery
-   * whose store takes the probe's write (a blip) is asked back after the
-   * policy's delay for its number, jittered, as a retry the policy decided
-   * would be, and not a day later. A delivery with no number (counted in
-   * the store, which failed the count or a call after it: its number is
-   * not known here) and a give-up get the queue's own backoff: a give-up
-   * is the last word.
+   * waits as its own backoff says. QStash's grows to a day, so its retries,
+   * and its failure callback's, outlast an outage of days; a fixed short
+   * wait would spend them all in minutes, and leave the intent to a
+   * give-up. A delivery whose store takes the probe's write (a blip) is
+   * asked back after the policy's delay for its number, jittered, as a
+   * retry the policy decided would be, and not a day later. A delivery
+   * with no number (counted in the store, which failed the count or a call
+   * after it: its number is not known here) and a give-up get the queue's
+   * own backoff: a give-up is the last word.
    * `detail` says so to the queue's operator (what could not be done, then
    * what the queue does), and names the migration where the store's schema
    * is behind; the error stays in the log.
@@ -3867,9 +3867,9 @@ export function createApp(deps: AppDeps): WebhookApp {
         : isNotWritten(error)
         ? `The ${what} was not written (the relayer's log says why): nothing changed; try again.`
         : isNotRead(error)
-        // A read refused before it reached the data (a Deno KV handle
-        // closed under the store): a route reads before it writes, so
-        // nothing of it ran, whatever it was about to write.
+        // A read refused before it reached the data (a Deno KV handle or
+        // a PostgresStore closed under the route): a route reads before it
+        // writes, so nothing of it ran, whatever it was about to write.
         ? `The ${what} read nothing and wrote nothing (the store refused its read: the relayer's log says why): nothing changed; try again.`
         : reread === undefined
         ? `The ${what} could not reach the store (the relayer's log says why): try again.`
