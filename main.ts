@@ -27,8 +27,6 @@
  */
 
 // deno-lint-ignore-file no-console
-import { isIP } from "node:net";
-import { checkServerIdentity, type PeerCertificate } from "node:tls";
 import postgres from "postgres";
 import {
   describePolicy,
@@ -47,6 +45,7 @@ import { whileLocked } from "./store/_group_commit.ts";
 import { messageOf, secretMasker } from "./policy/_walk.ts";
 import { formatDuration } from "./policy/format_duration.ts";
 import {
+  clientTls,
   isTypeFetchLost,
   PostgresStore,
   reconnectBackoffS,
@@ -55,7 +54,6 @@ import { createApp, qstashPublisher, type WebhookApp } from "./webhook/app.ts";
 import {
   type Config,
   ConfigError,
-  type DatabaseTls,
   loadConfig,
   routeOptions,
 } from "./webhook/config.ts";
@@ -803,50 +801,6 @@ async function migrateAtStart(
       if (gaveUp()) throw error;
     }
   }
-}
-
-/**
- * The client's `ssl` option for `database`: as the URL asks, but for
- * `verify-full` at an IP address, which is checked against that address.
- * postgres.js 3.4.9 gives TLS no server name for an IP address, and the TLS
- * of Node and Deno then checks the certificate against "localhost": a
- * certificate that names the address was refused ("Host: localhost. is not
- * cert's CN"), and one that names localhost taken. The service's start and
- * `deno task kv-to-postgres` connect with it.
- *
- * @param database The database `loadConfig` read from `DATABASE_URL`.
- * @returns postgres.js's `ssl` option.
- *
- * @example By name, by address
- * ```ts
- * import { clientTls } from "./main.ts";
- * import { loadConfig } from "./webhook/config.ts";
- * import assert from "node:assert/strict";
- *
- * const database = (url: string) =>
- *   loadConfig({
- *     SENDER_URL: "http://127.0.0.1:9000",
- *     WEBHOOK_SECRET: "a-secret-of-16-chars",
- *     DATABASE_URL: url,
- *   }).database!;
- * assert.equal(
- *   clientTls(database("postgres://relayer@db.example.com/payments?sslmode=verify-full")),
- *   "verify-full",
- * );
- * const byAddress = clientTls(database("postgres://relayer@10.0.0.5/payments?sslmode=verify-full"));
- * assert.equal(typeof byAddress, "object");
- * ```
- */
-export function clientTls(
-  database: NonNullable<Config["database"]>,
-): DatabaseTls | { checkServerIdentity: typeof checkServerIdentity } {
-  if (database.ssl !== "verify-full") return database.ssl;
-  const host = new URL(database.url).hostname;
-  if (isIP(host) === 0) return database.ssl;
-  return {
-    checkServerIdentity: (_name: string, certificate: PeerCertificate) =>
-      checkServerIdentity(host, certificate),
-  };
 }
 
 /**

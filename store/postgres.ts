@@ -141,6 +141,8 @@ import type {
 } from "./store.ts";
 import type { IntentState } from "./transitions.ts";
 
+export { type AddressCheckedTls, clientTls } from "./_postgres_tls.ts";
+
 /**
  * How long postgres.js waits before it connects again a connection that
  * closed, in seconds, given how many connects failed in a row (across the

@@ -37,9 +37,9 @@
 
 // deno-lint-ignore-file no-console
 import postgres from "postgres";
-import { PostgresStore } from "../store/postgres.ts";
+import { clientTls, PostgresStore } from "../store/postgres.ts";
 import type { KvLike } from "../store/kv.ts";
-import { clientTls, openHint, remoteKvRefusal, withoutToken } from "../main.ts";
+import { openHint, remoteKvRefusal, withoutToken } from "../main.ts";
 import { wordsOf } from "../policy/_walk.ts";
 import { clockSkew, ConfigError, databaseUrl } from "../webhook/config.ts";
 import { refuseNoFile, refuseNotAStore } from "../webhook/_kv_file.ts";

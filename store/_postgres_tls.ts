@@ -1,0 +1,125 @@
+/**
+ * postgres.js's `ssl` option for a database URL, with the server of a
+ * `verify-full` URL that names an IP address checked against that
+ * address. Web APIs only: nothing here runs at import, and the check reads
+ * the certificate the runtime's TLS hands it (Node's, Deno's and Bun's
+ * `subjectaltname`).
+ *
+ * @module
+ */
+
+/**
+ * postgres.js's `ssl` option that checks a server named by IP address
+ * against that address: its TLS options, handed to the runtime's
+ * `tls.connect`.
+ *
+ * @example The check, on the certificate the runtime reads
+ * ```ts
+ * import { type AddressCheckedTls, clientTls } from "@relayer/poison/postgres";
+ * import assert from "node:assert/strict";
+ *
+ * const ssl = clientTls({
+ *   url: "postgres://relayer@10.0.0.5/payments",
+ *   ssl: "verify-full",
+ * }) as AddressCheckedTls;
+ * const names = (subjectaltname: string) => ({ subjectaltname });
+ * assert.equal(ssl.checkServerIdentity("localhost", names("IP Address:10.0.0.5")), undefined);
+ * assert.ok(ssl.checkServerIdentity("localhost", names("DNS:localhost")) instanceof Error);
+ * ```
+ */
+export interface AddressCheckedTls {
+  /**
+   * Whether the certificate `certificate` names the URL's address (an `IP:`
+   * subject alternative name): `undefined` if it does, else the error that
+   * refuses the connection. `name` is what the runtime would have checked
+   * (`localhost`, as postgres.js gives it no server name), and is ignored.
+   */
+  checkServerIdentity(
+    name: string,
+    certificate: { subjectaltname?: string },
+  ): Error | undefined;
+}
+
+// An IPv4 address as Node's net.isIP reads one, which decides whether
+// postgres.js 3.4.9 gives TLS a server name.
+const IPV4 =
+  /^(?:(?:25[0-5]|2[0-4]\d|1\d\d|[1-9]\d|\d)\.){3}(?:25[0-5]|2[0-4]\d|1\d\d|[1-9]\d|\d)$/;
+
+// One entry of a certificate's subjectaltname as Node writes it
+// ("DNS:localhost, IP Address:127.0.0.1"): a value with a comma or a quote
+// in it is a JSON string, so a DNS name cannot pass for an address.
+const ALT_NAME = /([^:,"]+):("(?:[^"\\]|\\.)*"|[^,"]*)(?:, |$)/;
+
+/** The `IP Address:` entries of `altNames`, or none where it does not read as Node writes it. */
+function addressesOf(altNames: string): string[] {
+  const found: string[] = [];
+  const entries = new RegExp(ALT_NAME.source, "y");
+  while (entries.lastIndex < altNames.length) {
+    const start = entries.lastIndex;
+    const entry = entries.exec(altNames);
+    if (entry === null || entries.lastIndex === start) return [];
+    if (entry[1] === "IP Address") found.push(entry[2]!);
+  }
+  return found;
+}
+
+/**
+ * postgres.js's `ssl` option for a database: the `sslmode` as it is, but
+ * for `verify-full` at an IP address, which is checked against that
+ * address. postgres.js 3.4.9 gives TLS no server name for an address, and
+ * the TLS of Node, Deno and Bun then checks the certificate against
+ * `localhost`: a certificate that names the address was refused ("Host:
+ * localhost. is not cert's CN"), and one that names `localhost` taken.
+ * The chain is still checked against the CAs the runtime trusts. Give it
+ * to the client as its `ssl` (`main.ts` and `deno task kv-to-postgres` do).
+ *
+ * @param database The database's URL and its `sslmode` as `loadConfig` reads them (`config.database`).
+ * @returns postgres.js's `ssl` option.
+ *
+ * @example A client for DATABASE_URL, on Node, Deno or Bun
+ * ```ts
+ * import postgres from "postgres";
+ * import { clientTls } from "@relayer/poison/postgres";
+ * import { loadConfig } from "@relayer/poison/webhook";
+ * import assert from "node:assert/strict";
+ *
+ * const { database } = loadConfig({
+ *   SENDER_URL: "http://127.0.0.1:9000",
+ *   WEBHOOK_SECRET: "a-secret-of-16-chars",
+ *   DATABASE_URL: "postgres://relayer@10.0.0.5/payments?sslmode=verify-full",
+ * });
+ * const ssl = clientTls(database!);
+ * assert.equal(typeof ssl, "object"); // checks the certificate names 10.0.0.5
+ * const sql = postgres(database!.url, { ssl }); // connects on the first query
+ * await sql.end();
+ * assert.equal(
+ *   clientTls({ url: "postgres://relayer@db.example.com/payments", ssl: "verify-full" }),
+ *   "verify-full", // by name, as postgres.js checks it
+ * );
+ * ```
+ */
+export function clientTls(
+  database: {
+    readonly url: string;
+    readonly ssl: false | "prefer" | "require" | "verify-full";
+  },
+): false | "prefer" | "require" | "verify-full" | AddressCheckedTls {
+  if (database.ssl !== "verify-full") return database.ssl;
+  const host = new URL(database.url).hostname;
+  if (!IPV4.test(host)) return database.ssl;
+  return {
+    checkServerIdentity(_name, certificate) {
+      const addresses = addressesOf(certificate.subjectaltname ?? "");
+      if (addresses.includes(host)) return undefined;
+      // Node's words and code for the same refusal.
+      return Object.assign(
+        new Error(
+          `Hostname/IP does not match certificate's altnames: IP: ${host} is not in the cert's list: ${
+            addresses.join(", ")
+          }`,
+        ),
+        { code: "ERR_TLS_CERT_ALTNAME_INVALID", host },
+      );
+    },
+  };
+}

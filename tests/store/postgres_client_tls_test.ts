@@ -1,0 +1,78 @@
+/**
+ * `clientTls()` hands postgres.js the URL's `sslmode` as it is, but for
+ * `verify-full` at an IP address, whose certificate must name that address
+ * among its subject alternative names, as Node writes them. The runtimes
+ * against a real server: `tests/_docs_service.ts` (Node, Bun) and
+ * `tests/webhook/database_tls_test.ts` (Deno).
+ *
+ * @module
+ */
+import assert from "node:assert/strict";
+import { type AddressCheckedTls, clientTls } from "../../store/postgres.ts";
+
+const AT_ADDRESS = "postgres://relayer:pw@10.0.0.5:5432/payments";
+
+/** The check `clientTls` gives a verify-full URL at 10.0.0.5. */
+function check(): AddressCheckedTls {
+  const ssl = clientTls({ url: AT_ADDRESS, ssl: "verify-full" });
+  assert.equal(typeof ssl, "object");
+  return ssl as AddressCheckedTls;
+}
+
+Deno.test("clientTls() gives the sslmode as it is by name, and for every mode but verify-full at an address", () => {
+  const named = "postgres://relayer:pw@db.example.com:5432/payments";
+  for (const ssl of [false, "prefer", "require", "verify-full"] as const) {
+    assert.equal(clientTls({ url: named, ssl }), ssl);
+  }
+  for (const ssl of [false, "prefer", "require"] as const) {
+    assert.equal(clientTls({ url: AT_ADDRESS, ssl }), ssl);
+  }
+  // Not an address as Node's net.isIP reads one: postgres.js names it.
+  for (const host of ["10.0.0.05", "10.0.0", "1.2.3.256"]) {
+    const url = `postgres://relayer@${host}/payments`;
+    assert.equal(clientTls({ url, ssl: "verify-full" }), "verify-full", host);
+  }
+});
+
+Deno.test("clientTls() takes a certificate at an address only where an IP entry names that address", () => {
+  const { checkServerIdentity } = check();
+  for (
+    const names of [
+      "IP Address:10.0.0.5",
+      "DNS:db.example.com, IP Address:10.0.0.5",
+      'DNS:"a,b", IP Address:10.0.0.5',
+    ]
+  ) {
+    assert.equal(
+      checkServerIdentity("localhost", { subjectaltname: names }),
+      undefined,
+      names,
+    );
+  }
+  for (
+    const names of [
+      undefined,
+      "",
+      "DNS:localhost",
+      "DNS:10.0.0.5",
+      "IP Address:10.0.0.50",
+      "IP Address:10.0.0.6, DNS:localhost",
+      // A DNS name holding the address's words, quoted as Node writes it.
+      'DNS:"x, IP Address:10.0.0.5, y"',
+      'DNS:"x, IP Address:10.0.0.5"',
+    ]
+  ) {
+    const refusal = checkServerIdentity("localhost", {
+      ...(names === undefined ? {} : { subjectaltname: names }),
+    });
+    assert.ok(refusal instanceof Error, String(names));
+    assert.equal(
+      (refusal as Error & { code?: string }).code,
+      "ERR_TLS_CERT_ALTNAME_INVALID",
+    );
+    assert.match(
+      refusal.message,
+      /^Hostname\/IP does not match certificate's altnames: IP: 10\.0\.0\.5 is not in the cert's list: /,
+    );
+  }
+});
