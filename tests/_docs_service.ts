@@ -4,8 +4,10 @@
  * start it cannot make with one line that says what was wrong (a setting
  * `loadConfig` refuses, a database nothing answers on, a port another
  * process holds), with no stack trace and the password of `DATABASE_URL`
- * nowhere; it must listen on 127.0.0.1 only and exit 0 on SIGTERM; and
- * its pool must serve again after a network partition.
+ * nowhere; it must listen on 127.0.0.1 only and exit 0 on SIGTERM; it
+ * must check a server named by IP address against that address under
+ * `?sslmode=verify-full`; and its pool must serve again after a network
+ * partition.
  * Each runtime's test file gives its service block and how to run it:
  *
  * ```ts ignore
@@ -23,14 +25,41 @@
 
 import assert from "node:assert/strict";
 import { fileURLToPath } from "node:url";
+import { startPostgres } from "../support/postgres_server.ts";
+import { testCertificates } from "../support/test_tls.ts";
 import { blackHole } from "./_black_hole.ts";
-import { freshDatabase, postgresAvailable } from "./_postgres.ts";
+import {
+  freshDatabase,
+  postgresAvailable,
+  suitesAvailable,
+} from "./_postgres.ts";
 import { timeout } from "./_timeout.ts";
 
 /** The repository's root, with a trailing slash. */
 const ROOT = fileURLToPath(new URL("..", import.meta.url));
 
 const PASSWORD = "pw-that-must-not-show-0123";
+
+/** Whether the TLS test runs: `false` only where PostgreSQL or `openssl` is missing, outside CI. */
+const tlsAvailable: boolean = postgresAvailable &&
+  suitesAvailable(
+    await new Deno.Command("openssl", { args: ["version"], stdout: "null" })
+      .output().then(() => true, () => false),
+    "the docs services' TLS test",
+    "no openssl on the PATH",
+    "apt-get install openssl",
+  );
+
+/** Whether `port` answers /readyz with 200 within 20 s. */
+async function readyWithin(port: number): Promise<boolean> {
+  for (let i = 0; i < 200; i++) {
+    const ready = await fetch(`http://127.0.0.1:${port}/readyz`)
+      .then(async (r) => (await r.body?.cancel(), r.ok), () => false);
+    if (ready) return true;
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  return false;
+}
 
 const SETTINGS = {
   SENDER_URL: "http://127.0.0.1:9",
@@ -230,6 +259,82 @@ export function docsServiceTests(s: DocsService): void {
           await child.stderr.cancel().catch(() => {});
         }
         await database.drop();
+        await Deno.remove(dir, { recursive: true });
+      }
+    }),
+  });
+
+  Deno.test({
+    name:
+      `docs/api.md's ${s.runtime} service checks a server DATABASE_URL names by IP address against that address under ?sslmode=verify-full: it starts where the certificate names the address alone, and refuses one that names another`,
+    ignore: s.ignore || !tlsAvailable,
+    fn: timeout(60_000, async () => {
+      const dir = await Deno.makeTempDir({ prefix });
+      // postgres.js gives TLS no server name for an address, and the check
+      // fell back to "localhost", which neither certificate names.
+      const byAddress = await testCertificates(["127.0.0.1"]);
+      // Made while the server starts.
+      const anotherMade = testCertificates(["127.0.0.2"]);
+      anotherMade.catch(() => {}); // said where it is awaited
+      let server: Awaited<ReturnType<typeof startPostgres>> | undefined;
+      const free = Deno.listen({ hostname: "127.0.0.1", port: 0 });
+      const port = free.addr.port;
+      free.close();
+      let child: Deno.ChildProcess | undefined;
+      try {
+        server = await startPostgres({ tls: byAddress });
+        await bundled(await s.service(), dir, port);
+        const env = {
+          ...SETTINGS,
+          DATABASE_URL: `${server.url}?sslmode=verify-full`,
+          NODE_EXTRA_CA_CERTS: byAddress.caFile,
+        };
+        child = s.command(dir, env).spawn();
+        const stderr = new Response(child.stderr).text();
+        const up = await Promise.race([
+          readyWithin(port),
+          child.status.then(() => false),
+        ]);
+        if (!up) {
+          try {
+            child.kill("SIGKILL");
+          } catch {
+            // It ended by itself.
+          }
+          await child.status;
+          child = undefined;
+          assert.fail(`it did not start: ${await stderr}`);
+        }
+        child.kill("SIGTERM");
+        assert.equal((await child.status).code, 0, await stderr);
+        child = undefined;
+        // The same server, its certificate now naming another address
+        // (its CA trusted): the start is refused, naming the address.
+        const another = await anotherMade;
+        await Deno.writeTextFile(`${server.dir}/server.crt`, another.cert);
+        await Deno.writeTextFile(`${server.dir}/server.key`, another.key);
+        await server.psql("SELECT pg_reload_conf()");
+        const refused = await run(dir, {
+          ...env,
+          NODE_EXTRA_CA_CERTS: another.caFile,
+        });
+        assert.equal(refused.code, 1, refused.err);
+        const lines = refused.err.trimEnd().split("\n");
+        assert.equal(lines.length, 1, `one line, got:\n${refused.err}`);
+        assert.match(
+          lines[0]!,
+          /^relayer: cannot start: .*IP: 127\.0\.0\.1 is not in the cert's list/,
+        );
+        assert.ok(!refused.err.includes(server.password), "the password shows");
+      } finally {
+        if (child) {
+          child.kill("SIGKILL");
+          await child.status;
+          await child.stderr.cancel().catch(() => {});
+        }
+        await server?.stop();
+        await byAddress.remove();
+        await (await anotherMade.catch(() => undefined))?.remove();
         await Deno.remove(dir, { recursive: true });
       }
     }),
