@@ -4,7 +4,8 @@
  * start it cannot make with one line that says what was wrong (a setting
  * `loadConfig` refuses, a database nothing answers on, a port another
  * process holds), with no stack trace and the password of `DATABASE_URL`
- * nowhere; it must listen on 127.0.0.1 only and exit 0 on SIGTERM; it
+ * nowhere; it must say what it serves and where in two lines, as
+ * `deno task start` does, listen on 127.0.0.1 only and exit 0 on SIGTERM; it
  * must check a server named by IP address against that address under
  * `?sslmode=verify-full`; and its pool must serve again after a network
  * partition.
@@ -87,7 +88,7 @@ export interface DocsService {
   service: () => Promise<string>;
   /**
    * The runtime running `dir`/service.mjs with `env` and the runtime's own
-   * variables alone (`clearEnv`), stdin and stdout null, stderr piped.
+   * variables alone (`clearEnv`), stdin null, stdout and stderr piped.
    */
   command: (dir: string, env: Record<string, string>) => Deno.Command;
   /** What the one line says of a port in use. */
@@ -234,14 +235,12 @@ export function docsServiceTests(s: DocsService): void {
         await bundled(await s.service(), dir, port);
         child = s.command(dir, { ...SETTINGS, DATABASE_URL: database.url })
           .spawn();
+        const stdout = new Response(child.stdout).text();
         const stderr = new Response(child.stderr).text();
-        let ready = false;
-        for (let i = 0; i < 200 && !ready; i++) {
-          ready = await fetch(`http://127.0.0.1:${port}/readyz`)
-            .then(async (r) => (await r.body?.cancel(), r.ok), () => false);
-          if (!ready) await new Promise((r) => setTimeout(r, 100));
-        }
-        assert.ok(ready, "the service never answered /readyz on 127.0.0.1");
+        assert.ok(
+          await readyWithin(port),
+          "the service never answered /readyz on 127.0.0.1",
+        );
         // Where deno task start listens: 127.0.0.1 only, not every interface.
         assert.deepEqual(
           await listeningOn(port),
@@ -252,10 +251,19 @@ export function docsServiceTests(s: DocsService): void {
         const { code } = await child.status;
         child = undefined;
         assert.equal(code, 0, await stderr);
+        // What it serves and where, in deno task start's words.
+        const { pathname } = new URL(database.url);
+        assert.deepEqual((await stdout).split("\n").slice(0, 2), [
+          `relayer: at most 10 deliveries; back off 5s doubling, capped at 2m0s, equal jitter; store PostgreSQL 127.0.0.1:${
+            new URL(database.url).port
+          }${pathname}, no TLS`,
+          `relayer: listening on http://127.0.0.1:${port}/`,
+        ]);
       } finally {
         if (child) {
           child.kill("SIGKILL");
           await child.status;
+          await child.stdout.cancel().catch(() => {});
           await child.stderr.cancel().catch(() => {});
         }
         await database.drop();
@@ -290,6 +298,7 @@ export function docsServiceTests(s: DocsService): void {
           NODE_EXTRA_CA_CERTS: byAddress.caFile,
         };
         child = s.command(dir, env).spawn();
+        const stdout = new Response(child.stdout).text();
         const stderr = new Response(child.stderr).text();
         const up = await Promise.race([
           readyWithin(port),
@@ -308,6 +317,12 @@ export function docsServiceTests(s: DocsService): void {
         child.kill("SIGTERM");
         assert.equal((await child.status).code, 0, await stderr);
         child = undefined;
+        assert.match(
+          (await stdout).split("\n")[0]!,
+          new RegExp(
+            `; store PostgreSQL 127\\.0\\.0\\.1:${server.port}/postgres, TLS, server verified \\(sslmode=verify-full\\)$`,
+          ),
+        );
         // The same server, its certificate now naming another address
         // (its CA trusted): the start is refused, naming the address.
         const another = await anotherMade;
@@ -330,6 +345,7 @@ export function docsServiceTests(s: DocsService): void {
         if (child) {
           child.kill("SIGKILL");
           await child.status;
+          await child.stdout.cancel().catch(() => {});
           await child.stderr.cancel().catch(() => {});
         }
         await server?.stop();
@@ -355,10 +371,13 @@ export function docsServiceTests(s: DocsService): void {
         fetch(`http://127.0.0.1:${port}/readyz`)
           .then(async (r) => (await r.body?.cancel(), r.ok), () => false);
       let child: Deno.ChildProcess | undefined;
+      let stdout: Promise<string> | undefined;
       try {
         await bundled(await s.service(), dir, port);
         child = s.command(dir, { ...SETTINGS, DATABASE_URL: relay.url })
           .spawn();
+        // Read to its end: its lines of connections cut go there.
+        stdout = new Response(child.stdout).text();
         void child.stderr.cancel();
         let up = false;
         for (let i = 0; i < 200 && !up; i++) {
@@ -404,6 +423,7 @@ export function docsServiceTests(s: DocsService): void {
         if (child) {
           child.kill("SIGKILL");
           await child.status;
+          await stdout;
         }
         await relay.close();
         await database.drop();

@@ -6,7 +6,8 @@
  * was wrong, as `main.ts` and the Node service do: a setting `loadConfig`
  * refuses, a database nothing answers on, and a port another process
  * holds. No stack trace, and the password of `DATABASE_URL` nowhere. It
- * listens on 127.0.0.1 only and exits 0 on SIGTERM. The checks are
+ * says what it serves in two lines, listens on 127.0.0.1 only and exits
+ * 0 on SIGTERM. The checks are
  * `_docs_service.ts`'s, shared with the Node service.
  *
  * Where Bun cannot be installed (no npm, no registry), the suite is
@@ -65,7 +66,7 @@ docsServiceTests({
       },
       clearEnv: true,
       stdin: "null",
-      stdout: "null",
+      stdout: "piped",
       stderr: "piped",
     }),
   inUse: /EADDRINUSE|in use/,

@@ -4,8 +4,8 @@
  * a start it cannot make with one line that says what was wrong, as
  * `main.ts` does: a setting `loadConfig` refuses, a database nothing
  * answers on, and a port another process holds. No stack trace, and the
- * password of `DATABASE_URL` nowhere. It listens on 127.0.0.1 only and
- * exits 0 on SIGTERM. The checks are `../_docs_service.ts`'s, shared with
+ * password of `DATABASE_URL` nowhere. It says what it serves in two lines,
+ * listens on 127.0.0.1 only and exits 0 on SIGTERM. The checks are `../_docs_service.ts`'s, shared with
  * the Bun service.
  *
  * @module
@@ -34,7 +34,7 @@ docsServiceTests({
       env: { ...env, PATH: Deno.env.get("PATH") ?? "" },
       clearEnv: true,
       stdin: "null",
-      stdout: "null",
+      stdout: "piped",
       stderr: "piped",
     }),
   inUse: /EADDRINUSE/,
