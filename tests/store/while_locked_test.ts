@@ -7,7 +7,8 @@
  * transaction) into an error an operator reads, rather than a delivery,
  * a requeue or a start that waits with no end; its waits are what let a
  * lock held for a few seconds (a checkpoint, a backup) end before it
- * gives up. Its timers are counted, not waited for.
+ * gives up. Its timers are counted, not waited for, on a clock that moves
+ * by each wait (and by each try, where a test says so).
  *
  * @module
  */
@@ -18,29 +19,40 @@ import { whileLocked } from "../../store/_group_commit.ts";
 /** Deno KV's refusal of a commit while another handle holds the file. */
 const locked = () => new TypeError("database is locked");
 
+/** The clock `performance.now()` reads under {@linkcode counted}. */
+interface Clock {
+  ms: number;
+}
+
 /**
- * Runs `call` with `setTimeout` firing at once; returns what it settled
- * to and the waits it asked for, in order.
+ * Runs `call` with `setTimeout` firing at once and `performance.now()`
+ * reading `clock`, which each wait moves on by its length; returns what it
+ * settled to and the waits it asked for, in order.
  */
 async function counted<T>(
-  call: () => Promise<T>,
+  call: (clock: Clock) => Promise<T>,
 ): Promise<{ result: PromiseSettledResult<T>; waits: number[] }> {
   const waits: number[] = [];
+  const clock: Clock = { ms: 1_000 };
   const { setTimeout: setT } = globalThis;
+  const now = performance.now;
   globalThis.setTimeout = ((fn: () => void, ms?: number) => {
     waits.push(ms ?? 0);
+    clock.ms += ms ?? 0;
     queueMicrotask(fn);
     return 0;
   }) as unknown as typeof setTimeout;
+  performance.now = () => clock.ms;
   try {
-    const [result] = await Promise.allSettled([call()]);
+    const [result] = await Promise.allSettled([call(clock)]);
     return { result: result!, waits };
   } finally {
     globalThis.setTimeout = setT;
+    performance.now = now;
   }
 }
 
-Deno.test("whileLocked: a file locked for good is tried 320 times, waiting 1, 2, 4, 8, then 16 ms between tries (about 5 s), then its last refusal is thrown", async () => {
+Deno.test("whileLocked: a file locked for good is tried every 1, 2, 4, 8, then 16 ms until 5 s have passed, then its last refusal is thrown", async () => {
   let tries = 0;
   let last: Error | undefined;
   const { result, waits } = await counted(() =>
@@ -55,10 +67,34 @@ Deno.test("whileLocked: a file locked for good is tried 320 times, waiting 1, 2,
   );
   assert.equal(result.status, "rejected");
   assert.equal((result as PromiseRejectedResult).reason, last);
-  assert.equal(tries, 320);
-  assert.deepEqual(waits, [1, 2, 4, 8, ...Array(315).fill(16)]);
-  const total = waits.reduce((sum, ms) => sum + ms, 0);
-  assert.ok(total >= 4_500 && total <= 5_500, `${total} ms`);
+  // 15 ms, then 312 waits of 16 ms: 5,007 ms when the last try is refused.
+  assert.equal(tries, 317);
+  assert.deepEqual(waits, [1, 2, 4, 8, ...Array(312).fill(16)]);
+});
+
+Deno.test("whileLocked: a file locked for good is refused 5 s after the first try, not later, however long each try takes (a loaded machine)", async () => {
+  let tries = 0;
+  let started = 0;
+  let refusedAt = 0;
+  const { result } = await counted((clock) => {
+    started = clock.ms;
+    return whileLocked(() => {
+      tries++;
+      if (tries > 1_000) return Promise.resolve("still trying");
+      // Each try takes 40 ms: a commit's trip to SQLite's thread on a
+      // machine whose cores are all busy.
+      clock.ms += 40;
+      refusedAt = clock.ms;
+      return Promise.reject(locked());
+    });
+  });
+  assert.equal(result.status, "rejected");
+  const tookMs = refusedAt - started;
+  // The last try starts before 5 s have passed (one wait and one try at most past it).
+  assert.ok(
+    tookMs >= 5_000 && tookMs < 5_000 + 16 + 40,
+    `refused ${tookMs} ms after the first try, after ${tries} tries`,
+  );
 });
 
 Deno.test("whileLocked: a lock that ends is waited out, and the try that follows answers", async () => {
