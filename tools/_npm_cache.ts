@@ -143,6 +143,13 @@ export interface RunOptions {
   readonly label?: string;
   /** How long it may run before it is stopped (SIGTERM). @default CHECK_TIMEOUT_MS */
   readonly timeoutMs?: number;
+  /**
+   * How much CPU time it may use before it is stopped (SIGTERM), read each
+   * second with `ps` where it runs: a bound a loaded machine does not
+   * stretch, as it stretches the wall time of a program that computes
+   * (`tsc`), so `timeoutMs` can be long. @default no bound
+   */
+  readonly cpuTimeoutMs?: number;
   /** What to do when it runs past `timeoutMs`. @default run it by hand to see where it stops */
   readonly ifSlow?: string;
   /** What to do when the program is not there. @default install it, or add its folder to PATH */
@@ -168,23 +175,44 @@ export async function run(
 ): Promise<{ code: number; out: string }> {
   const {
     timeoutMs = CHECK_TIMEOUT_MS,
+    cpuTimeoutMs,
     inherit = false,
   } = options;
   const program = command.split("/").pop()!;
   const label = options.label ?? [program, ...args].join(" ");
-  const signal = AbortSignal.timeout(timeoutMs);
+  const controller = new AbortController();
+  const timer = setTimeout(() => controller.abort(), timeoutMs);
   const io = inherit ? "inherit" : "piped";
   let result: Deno.CommandOutput;
+  /** The CPU time it had used when it was stopped for it, if it was. */
+  let cpuUsedMs: number | undefined;
+  let cpuTimer: ReturnType<typeof setInterval> | undefined;
+  /** A read of its CPU time under way, awaited before the run returns. */
+  let reading: Promise<void> | undefined;
   try {
-    result = await new Deno.Command(command, {
+    const child = new Deno.Command(command, {
       args,
       ...(options.cwd ? { cwd: options.cwd } : {}),
       ...(options.env ? { env: options.env } : {}),
       stdin: "null",
       stdout: io,
       stderr: io,
-      signal,
-    }).output();
+      signal: controller.signal,
+    }).spawn();
+    if (cpuTimeoutMs !== undefined) {
+      cpuTimer = setInterval(() => {
+        if (reading !== undefined || controller.signal.aborted) return;
+        reading = cpuTimeMs(child.pid).then((used) => {
+          reading = undefined;
+          if (used === null) clearInterval(cpuTimer);
+          else if (used >= cpuTimeoutMs && !controller.signal.aborted) {
+            cpuUsedMs = used;
+            controller.abort();
+          }
+        });
+      }, CPU_POLL_MS);
+    }
+    result = await child.output();
   } catch (error) {
     if (error instanceof Deno.errors.NotFound) {
       throw new CheckError(
@@ -196,15 +224,22 @@ export async function run(
       );
     }
     throw error;
+  } finally {
+    clearTimeout(timer);
+    clearInterval(cpuTimer);
+    await reading;
   }
-  if (signal.aborted) {
+  if (controller.signal.aborted) {
+    const whatToDo = options.ifSlow ??
+      "run it again; if it stops again, run it by hand to see where it hangs";
     throw new CheckError(
-      `${label} did not finish within ${
-        formatDuration(timeoutMs)
-      } and was stopped: ${
-        options.ifSlow ??
-          "run it again; if it stops again, run it by hand to see where it hangs"
-      }`,
+      cpuUsedMs !== undefined
+        ? `${label} used ${formatDuration(cpuUsedMs)} of CPU time, past its ${
+          formatDuration(cpuTimeoutMs!)
+        }, and was stopped (a bound on CPU time, which a loaded machine does not stretch): ${whatToDo}`
+        : `${label} did not finish within ${
+          formatDuration(timeoutMs)
+        } and was stopped${await loadSaid()}: ${whatToDo}`,
     );
   }
   return {
@@ -213,6 +248,59 @@ export async function run(
       ? ""
       : decoder.decode(result.stdout) + decoder.decode(result.stderr),
   };
+}
+
+/** How often {@linkcode run} reads the CPU time of a program it bounds so. */
+const CPU_POLL_MS = 1_000;
+
+/**
+ * The CPU time process `pid` has used (user and system, all its threads),
+ * in ms, as `ps -o time=` says it (`[DD-]HH:MM:SS` on Linux, to the
+ * second; `M:SS.ss` on macOS); `null` where `ps` cannot say (no `ps`, or
+ * the process gone). Deno reads `/proc` only with every permission.
+ */
+export async function cpuTimeMs(pid: number): Promise<number | null> {
+  let out: Deno.CommandOutput;
+  try {
+    out = await new Deno.Command("ps", {
+      args: ["-o", "time=", "-p", String(pid)],
+      stdin: "null",
+      stdout: "piped",
+      stderr: "null",
+    }).output();
+  } catch {
+    return null;
+  }
+  const match = /^\s*(?:(\d+)-)?(?:(\d+):)?(\d+):(\d+(?:\.\d+)?)\s*$/.exec(
+    decoder.decode(out.stdout),
+  );
+  if (!out.success || match === null) return null;
+  const [, days = "0", hours = "0", minutes, seconds] = match;
+  return Math.round(
+    (((Number(days) * 24 + Number(hours)) * 60 + Number(minutes)) * 60 +
+      Number(seconds)) * 1000,
+  );
+}
+
+/** The machine's load, as a run that ran out of time names it: "" where `uptime` cannot say. */
+async function loadSaid(): Promise<string> {
+  let text: string;
+  try {
+    const out = await new Deno.Command("uptime", {
+      stdin: "null",
+      stdout: "piped",
+      stderr: "null",
+    }).output();
+    text = decoder.decode(out.stdout);
+  } catch {
+    return "";
+  }
+  const load = Number(/load averages?: ([\d.]+)/.exec(text)?.[1]);
+  if (!Number.isFinite(load)) return "";
+  const cores = navigator.hardwareConcurrency;
+  return ` (load average ${load.toFixed(1)} on ${cores} cores${
+    load > cores ? ": the machine was busy, which may be why" : ""
+  })`;
 }
 
 /** A runtime's binary in the cache, as {@linkcode cachedVersion} checks it. */

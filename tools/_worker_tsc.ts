@@ -33,8 +33,14 @@ export const NODE_TYPES_VERSION = "20.19.43";
 /** The pinned Bun types (`@types/bun`, of the Bun bun-check runs), for a Bun project's compile. */
 export const BUN_TYPES_VERSION = "1.4.5";
 
-/** How long one `tsc` run may take. */
-const TSC_TIMEOUT_MS = 60_000;
+/**
+ * How much CPU time one `tsc` run may use (about 11 s here): a bound a
+ * loaded machine does not stretch. Its wall time it does: a run of 15 s
+ * on an idle 2-core machine ran past a minute at load average 8 to 10.
+ */
+const TSC_CPU_TIMEOUT_MS = 60_000;
+/** How long one `tsc` run may take, for one that hangs using no CPU, and where CPU time cannot be read (not Linux). */
+const TSC_TIMEOUT_MS = 5 * 60_000;
 
 /** The pinned packages, installed into the cache. */
 export interface TscInstall {
@@ -302,6 +308,7 @@ export async function workerTsc(
       cwd: dir,
       label: `tsc ${lane.files.join(" ")}`,
       timeoutMs: TSC_TIMEOUT_MS,
+      cpuTimeoutMs: TSC_CPU_TIMEOUT_MS,
     });
     const errors: string[] = [];
     for (const line of out.split("\n")) {
