@@ -461,7 +461,7 @@ export function migration(schema: string): readonly string[] {
       owner text NOT NULL,
       expires_at bigint NOT NULL
     )`,
-    // Delivery counts for queues that report none; a count expires 8 days after its last write.
+    // Delivery counts for queues that report none; a count expires its ttlMs (8 days unless given) after its last write.
     `CREATE TABLE IF NOT EXISTS ${s}.counters (
       job_id text COLLATE "C" PRIMARY KEY,
       deliveries bigint NOT NULL CHECK (deliveries >= 1),

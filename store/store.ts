@@ -491,7 +491,7 @@ export interface WriteOptions {
  * ```
  */
 export interface Admission {
-  /** Count one more delivery of this job id (1-based); the count expires 8 days after its last write (`ttlMs`). */
+  /** Count one more delivery of this job id (1-based); the count expires `ttlMs` after its last write (8 days unless given). */
   readonly count?: string;
   /**
    * How long the count lives after this write, in milliseconds. The
