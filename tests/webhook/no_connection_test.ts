@@ -163,7 +163,7 @@ for (const fetchTypes of [true, false]) {
 
 Deno.test({
   name:
-    "createApp() on a closed PostgresStore (the process stopping): an operator's creation answers 503 with nothing changed, not that it may have landed, and a read that it could not reach the store",
+    "createApp() on a closed PostgresStore (the process stopping): an operator's creation answers 503 with nothing changed, not that it may have landed, and a read that it read nothing and wrote nothing (the store refused it as closed)",
   ignore: !postgresAvailable,
   fn: onFreshSchema({}, async ({ admin, schema, store }) => {
     const app = createApp({
@@ -186,13 +186,13 @@ Deno.test({
     assert.equal(read.status, 503);
     assert.equal(
       (await read.json()).detail,
-      "The read of intent pi_1 could not reach the store (the relayer's log says why): try again.",
+      "The read of intent pi_1 read nothing and wrote nothing (the store refused its read: the relayer's log says why): nothing changed; try again.",
     );
     const listed = await app.request("/v1/dead-letters", { headers });
     assert.equal(listed.status, 503);
     assert.equal(
       (await listed.json()).detail,
-      "The listing of dead letters could not reach the store (the relayer's log says why): try again.",
+      "The listing of dead letters read nothing and wrote nothing (the store refused its read: the relayer's log says why): nothing changed; try again.",
     );
     assert.equal(
       await new PostgresStore(admin, { schema }).getIntent("pi_1"),
