@@ -76,3 +76,83 @@ Deno.test("clientTls() takes a certificate at an address only where an IP entry 
     );
   }
 });
+
+Deno.test("clientTls() checks every IPv4 address by its address, whatever its octets (none falls back to postgres.js's check against localhost), and a name that begins or ends like one by name", () => {
+  const octets = [0, 5, 9, 10, 99, 100, 199, 200, 239, 240, 249, 250, 254, 255];
+  for (const octet of octets) {
+    for (const at of [0, 3]) {
+      const parts = ["10", "0", "0", "5"];
+      parts[at] = String(octet);
+      const host = parts.join(".");
+      const ssl = clientTls({
+        url: `postgres://relayer@${host}/payments`,
+        ssl: "verify-full",
+      });
+      assert.equal(typeof ssl, "object", host);
+      const { checkServerIdentity } = ssl as AddressCheckedTls;
+      const names = (subjectaltname: string) => ({ subjectaltname });
+      assert.equal(
+        checkServerIdentity("localhost", names(`IP Address:${host}`)),
+        undefined,
+        host,
+      );
+      assert.ok(
+        checkServerIdentity("localhost", names("DNS:localhost")) instanceof
+          Error,
+        host,
+      );
+    }
+  }
+  // A name that ends or begins like an address is a name.
+  for (const host of ["db10.0.0.5", "10.0.0.5.db"]) {
+    const url = `postgres://relayer@${host}/payments`;
+    assert.equal(clientTls({ url, ssl: "verify-full" }), "verify-full", host);
+  }
+});
+
+Deno.test("clientTls() refuses a certificate naming another address that begins or ends like this one", () => {
+  const ssl = clientTls({
+    url: "postgres://relayer@10.0.0.50/payments",
+    ssl: "verify-full",
+  }) as AddressCheckedTls;
+  for (
+    const names of [
+      "IP Address:10.0.0.5",
+      "IP Address:0.0.0.50",
+      "IP Address:110.0.0.50",
+      "IP Address:10.0.0.500",
+    ]
+  ) {
+    assert.ok(
+      ssl.checkServerIdentity("localhost", { subjectaltname: names }) instanceof
+        Error,
+      names,
+    );
+  }
+});
+
+Deno.test("clientTls() refuses alt names that do not read as Node writes them, whatever IP entry they hold", () => {
+  const { checkServerIdentity } = check();
+  for (
+    const names of [
+      // A quote Node would have written as a JSON string.
+      'DNS:x"y, IP Address:10.0.0.5',
+      'DNS:x"y,IP Address:10.0.0.5',
+      '"IP Address:10.0.0.5',
+      // What follows the address's entry does not read either.
+      'IP Address:10.0.0.5, DNS:x"y',
+      // A comma in an entry's type, and entries with no ", " between them.
+      "a,b:c, IP Address:10.0.0.5",
+      'DNS:"x"IP Address:10.0.0.5',
+      "DNS:x,IP Address:10.0.0.5",
+      // An entry whose type only ends as an address's does.
+      "xIP Address:10.0.0.5",
+    ]
+  ) {
+    assert.ok(
+      checkServerIdentity("localhost", { subjectaltname: names }) instanceof
+        Error,
+      names,
+    );
+  }
+});
