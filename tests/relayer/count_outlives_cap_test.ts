@@ -11,7 +11,7 @@
  */
 
 import assert from "node:assert/strict";
-import { createRelayer, ScriptedSender } from "../../mod.ts";
+import { createRelayer, MemoryStore, ScriptedSender } from "../../mod.ts";
 import { BACKENDS } from "../_stores.ts";
 
 const DAY = 86_400_000;
@@ -51,3 +51,47 @@ for (const backend of BACKENDS) {
     }
   });
 }
+
+Deno.test("createRelayer() keeps a count 8 days past a busy delivery's longest wait (leaseMs and clockSkewMs twice) where that passes the cap, and at most 1,000 years", async () => {
+  const job = { intentId: "pi_0001", kind: "settle" } as const;
+  /** The job's count read at each of `at` ms after its first delivery. */
+  async function livesAfter(
+    policy: { baseMs: number; capMs: number },
+    options: { leaseMs?: number; clockSkewMs?: number },
+    at: readonly number[],
+  ): Promise<number[]> {
+    const store = new MemoryStore();
+    await store.createIntent({ id: "pi_0001", state: "created" });
+    const now = 1_000_000;
+    const relayer = createRelayer({
+      store,
+      sender: new ScriptedSender({}),
+      policy: { maxDeliveries: 3, ...policy, jitter: "none", stuckAfterMs: 0 },
+      now: () => now,
+      ...options,
+    });
+    assert.equal((await relayer.deliver(job)).action, "retry");
+    return await Promise.all(
+      at.map((ms) => store.deliveries("pi_0001/settle", now + ms)),
+    );
+  }
+  // A minute's cap, a 10-day lease and 5 days of skew: 8 + 10 + 2 × 5 days.
+  assert.deepEqual(
+    await livesAfter(
+      { baseMs: 60_000, capMs: 60_000 },
+      { leaseMs: 10 * DAY, clockSkewMs: 5 * DAY },
+      [28 * DAY - 1, 28 * DAY],
+    ),
+    [1, 0],
+  );
+  // A cap of 2,000 years: the count lives 1,000 years (a safe integer).
+  const YEAR = 365 * DAY;
+  assert.deepEqual(
+    await livesAfter(
+      { baseMs: 2_000 * YEAR, capMs: 2_000 * YEAR },
+      {},
+      [1_000 * YEAR - 1, 1_000 * YEAR],
+    ),
+    [1, 0],
+  );
+});
