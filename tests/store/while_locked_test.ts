@@ -136,3 +136,18 @@ Deno.test("whileLocked: a caller's own test of a lock decides what is tried agai
   );
   assert.deepEqual(result, { status: "fulfilled", value: 3 });
 });
+
+Deno.test("whileLocked: a refusal that comes 5 s to the millisecond after the first try began is the last", async () => {
+  let tries = 0;
+  const { result, waits } = await counted((clock) =>
+    whileLocked(() => {
+      tries++;
+      if (tries > 1_000) return Promise.resolve("still trying");
+      clock.ms += 5_000; // the first try alone takes the 5 s
+      return Promise.reject(locked());
+    })
+  );
+  assert.equal(result.status, "rejected");
+  assert.equal(tries, 1);
+  assert.deepEqual(waits, []);
+});
