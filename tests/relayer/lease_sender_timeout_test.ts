@@ -136,6 +136,12 @@ Deno.test("createRelayer() reads the timeoutMs any Sender declares, and takes a 
     }).leaseMs,
     10_000,
   );
+  // A timeout of 0 ms, as the TypeError's ">= 0" says, takes any lease.
+  assert.equal(
+    createRelayer({ store, sender: { ...plain, timeoutMs: 0 }, leaseMs: 1 })
+      .leaseMs,
+    1,
+  );
   // A declared timeout that is no duration would make the check say nothing.
   for (const timeoutMs of [Number.NaN, -1, Infinity, "10000", null]) {
     assert.throws(
