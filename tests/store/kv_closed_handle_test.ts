@@ -114,6 +114,9 @@ Deno.test("KvStore on a closed Deno KV handle: a write says nothing was written,
     const read of [
       () => store.getIntent("pi_0001"),
       () => store.listDeadLetters({}),
+      () => store.getDeadLetter("pi_0001/settle"),
+      () => store.deliveries("pi_0001/settle"),
+      () => store.deliveries("pi_0001/settle", 2),
     ]
   ) {
     await assert.rejects(read(), (error: Error) => {
