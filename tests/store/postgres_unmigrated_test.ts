@@ -12,7 +12,7 @@ import assert from "node:assert/strict";
 import { describeError } from "../../policy/_walk.ts";
 import { PostgresStore } from "../../store/postgres.ts";
 import { isNotWritten } from "../../store/_not_written.ts";
-import { isSchemaBehind } from "../../store/_schema_behind.ts";
+import { isSchemaBehind, schemaBehind } from "../../store/_schema_behind.ts";
 import { ScriptedSender } from "../../mod.ts";
 import { createApp } from "../../webhook/app.ts";
 import { freshSchema, postgresAvailable, sharedClient } from "../_postgres.ts";
@@ -314,4 +314,13 @@ Deno.test({
     assert.doesNotMatch(body.detail, /may have landed/, body.detail);
     assert.match(lines.join("\n"), /run store\.migrate\(\)/);
   },
+});
+
+Deno.test("isSchemaBehind() finds a schema behind wrapped as a cause three deep (a delivery's error around the store's), and no deeper", () => {
+  let error: Error = schemaBehind(new Error("no table"));
+  for (let depth = 0; depth <= 3; depth++) {
+    assert.equal(isSchemaBehind(error), true, `wrapped ${depth} deep`);
+    error = new Error(`wrapped ${depth + 1}`, { cause: error });
+  }
+  assert.equal(isSchemaBehind(error), false, "wrapped 4 deep");
 });
