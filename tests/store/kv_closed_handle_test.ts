@@ -8,7 +8,7 @@
  */
 
 import assert from "node:assert/strict";
-import { KvStore } from "../../store/kv.ts";
+import { type KvLike, KvStore } from "../../store/kv.ts";
 import { isNotRead, isNotWritten } from "../../store/_not_written.ts";
 import { closedKv } from "../../store/_closed_kv.ts";
 import { resendingKv } from "./_resending_kv.ts";
@@ -221,4 +221,30 @@ Deno.test("a KvStore write whose commit landed, answered as a race lost (a KV Co
       assert.equal(isNotRead(thrown), false, `${which}: ${thrown.message}`);
     }
   }
+});
+
+Deno.test("KvStore.listDeadLetters() on a Deno KV handle closed between its list and its read of the letters says nothing was read, and is marked so", async () => {
+  const kv = await Deno.openKv(":memory:");
+  await seed(new KvStore(kv));
+  // The handle closes as the list of letters ends, before they are read.
+  const closing: KvLike = {
+    getMany: (keys) => kv.getMany(keys),
+    atomic: () => kv.atomic(),
+    async *list(selector, options) {
+      yield* kv.list(selector, options);
+      kv.close();
+    },
+  };
+  await assert.rejects(
+    new KvStore(closing).listDeadLetters({}),
+    (error: Error) => {
+      assert.match(
+        error.message,
+        /^Cannot read Deno KV as its handle is closed \(Deno: "Bad resource ID"\): nothing was read\./,
+      );
+      assert.equal(isNotRead(error), true);
+      assert.equal(isNotWritten(error), false);
+      return true;
+    },
+  );
 });
