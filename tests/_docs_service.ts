@@ -177,6 +177,15 @@ async function listeningOn(port: number): Promise<string[]> {
   return found;
 }
 
+/** Kills `child`, if it was started, and waits for it and its pipes to end. */
+async function killed(child: Deno.ChildProcess | undefined): Promise<void> {
+  if (!child) return;
+  child.kill("SIGKILL");
+  await child.status;
+  await child.stdout.cancel().catch(() => {});
+  await child.stderr.cancel().catch(() => {});
+}
+
 /** Registers the three tests of `s`'s service. */
 export function docsServiceTests(s: DocsService): void {
   const prefix = `relayer_docs_${s.runtime.toLowerCase()}_`;
@@ -260,12 +269,7 @@ export function docsServiceTests(s: DocsService): void {
           `relayer: listening on http://127.0.0.1:${port}/`,
         ]);
       } finally {
-        if (child) {
-          child.kill("SIGKILL");
-          await child.status;
-          await child.stdout.cancel().catch(() => {});
-          await child.stderr.cancel().catch(() => {});
-        }
+        await killed(child);
         await database.drop();
         await Deno.remove(dir, { recursive: true });
       }
@@ -342,12 +346,7 @@ export function docsServiceTests(s: DocsService): void {
         );
         assert.ok(!refused.err.includes(server.password), "the password shows");
       } finally {
-        if (child) {
-          child.kill("SIGKILL");
-          await child.status;
-          await child.stdout.cancel().catch(() => {});
-          await child.stderr.cancel().catch(() => {});
-        }
+        await killed(child);
         await server?.stop();
         await byAddress.remove();
         await (await anotherMade.catch(() => undefined))?.remove();

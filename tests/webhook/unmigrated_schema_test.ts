@@ -39,6 +39,18 @@ function appOn(store: PostgresStore) {
   return { app, queued };
 }
 
+/** POSTs `body` to `/v1/deliveries`, signed with the route's secret. */
+function signedPost(app: ReturnType<typeof appOn>["app"], body: string) {
+  return app.request("/v1/deliveries", {
+    method: "POST",
+    body,
+    headers: {
+      "content-type": "application/json",
+      "x-signature": signHmac(SECRET, body, Math.floor(NOW / 1000)),
+    },
+  });
+}
+
 const OPS_CALLS: [string, string, RequestInit, string][] = [
   ["POST", "/v1/intents", {
     body: JSON.stringify({ id: "pi_0001", state: "authorized" }),
@@ -96,14 +108,7 @@ async function assertSaysMigrate(store: PostgresStore) {
     job: { intentId: "pi_0001", kind: "settle" },
     delivery: 1,
   });
-  const res = await app.request("/v1/deliveries", {
-    method: "POST",
-    body: delivery,
-    headers: {
-      "content-type": "application/json",
-      "x-signature": signHmac(SECRET, delivery, Math.floor(NOW / 1000)),
-    },
-  });
+  const res = await signedPost(app, delivery);
   const body = await res.json();
   assert.equal(res.status, 503, body.detail);
   assert.equal(body.type, "urn:relayer:problem:delivery-failed");
@@ -114,14 +119,7 @@ async function assertSaysMigrate(store: PostgresStore) {
     job: { intentId: "pi_0001", kind: "settle" },
     gaveUp: { deliveries: 7, messageId: "m-1" },
   });
-  const given = await app.request("/v1/deliveries", {
-    method: "POST",
-    body: gaveUp,
-    headers: {
-      "content-type": "application/json",
-      "x-signature": signHmac(SECRET, gaveUp, Math.floor(NOW / 1000)),
-    },
-  });
+  const given = await signedPost(app, gaveUp);
   const givenUp = await given.json();
   assert.equal(given.status, 503, givenUp.detail);
   assert.equal(givenUp.type, "urn:relayer:problem:delivery-failed");
