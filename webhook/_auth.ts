@@ -60,6 +60,30 @@ export interface ReplayClaim {
   readonly expiresAt: number;
 }
 
+/**
+ * What kind of refusal a verifier's is, from a fixed set, never from what
+ * a client sent: the log paces its refusal lines per route and per kind,
+ * so that a forger's refusals (`unverified`, and `key` or `clock` where the
+ * header alone is checked) do not hide a queue's own (its token ours but
+ * for another URL, a clock off) for the minute.
+ *
+ * - `unverified`: no credential, or one that does not verify;
+ * - `key`: signed with a key or secret this service does not hold;
+ * - `url`: signed for another URL or audience than the route's;
+ * - `account`: signed for another service account;
+ * - `clock`: out of its time by this server's clock;
+ * - `claims`: a timestamp in milliseconds, a token with no `jti` or `exp`;
+ * - `replay`: a signed request seen before.
+ */
+export type RefusalKind =
+  | "unverified"
+  | "key"
+  | "url"
+  | "account"
+  | "clock"
+  | "claims"
+  | "replay";
+
 /** A verifier's answer: the replay claim, or what was wrong (no secret in it). */
 export type Verification =
   | { readonly ok: true; readonly claim: ReplayClaim }
@@ -71,6 +95,8 @@ export type Verification =
      * for the log only: the caller is not told of the service's settings.
      */
     readonly hint?: string;
+    /** Its kind, for the log's pace; absent, `unverified`. */
+    readonly kind?: RefusalKind;
   };
 
 /** A verifier's refusal. */
@@ -218,6 +244,7 @@ export function hmacVerifier(
           ok: false,
           detail:
             `The X-Signature timestamp is in milliseconds: ${HOW_TO_SIGN}, t being Math.floor(Date.now() / 1000).`,
+          kind: "claims",
         };
       }
       return {
@@ -237,6 +264,7 @@ export function hmacVerifier(
         ok: false,
         detail:
           "The X-Signature timestamp is more than 5 minutes old, or more than 30 seconds ahead of this server's clock: sign each delivery when you send it, with the current unix time as t.",
+        kind: "clock",
       };
     }
     return { timeS, v1: match[2]!.toLowerCase() };
@@ -261,6 +289,7 @@ export function hmacVerifier(
         detail:
           `The X-Signature does not verify against this body and timestamp: ${HOW_TO_SIGN}.`,
         hint: HMAC_HINT,
+        kind: "key",
       };
     }
     return {
@@ -439,6 +468,7 @@ const QSTASH_OUT_OF_TIME = {
     "The Upstash-Signature token is QStash's, for this URL, but expired or not yet valid by this server's clock (past its exp, or before its nbf, by more than 30 seconds).",
   hint:
     "If every delivery is refused so, this server's clock is off: QStash signs each delivery as it sends it. Set the clock right (NTP).",
+  kind: "clock",
 } as const;
 
 /** What to set when every QStash token is signed with keys not ours. */
@@ -622,6 +652,7 @@ export function qstashVerifier(
       ok: false,
       detail:
         `The Upstash-Signature token is QStash's, but signed for ${sub}, and this route checks ${keys.url}: publish to this route's URL, or set the service's PUBLIC_URL (createApp's qstash.url, the route's whole URL) so that it is the URL QStash calls.`,
+      kind: "url",
     };
   };
   const longest = tokenLimit(keys.url);
@@ -631,7 +662,9 @@ export function qstashVerifier(
     // A token neither key signed is refused here, before its claims are
     // decoded and before the Receiver imports each key to verify it: a
     // forgery costs a keyed hash, not a decoding and Web Crypto round trips.
-    if (!signedByUs(signature)) return { ...refused, hint: QSTASH_KEYS_HINT };
+    if (!signedByUs(signature)) {
+      return { ...refused, hint: QSTASH_KEYS_HINT, kind: "key" };
+    }
     return undefined;
   };
   const verify = async (
@@ -688,6 +721,7 @@ export function qstashVerifier(
         ok: false,
         detail:
           "The Upstash-Signature token has no usable 'jti' and 'exp', so a replay could not be refused: publish through QStash, which sets both.",
+        kind: "claims",
       };
     }
     // Accepted until the wall clock passes exp + the tolerance (jose's
@@ -1074,14 +1108,16 @@ export function pubsubVerifier(
     if (
       aud !== keys.audience &&
       !(Array.isArray(aud) && aud.includes(keys.audience))
-    ) return { ok: false, hint: audienceHint };
+    ) return { ok: false, hint: audienceHint, kind: "url" };
     if (
       typeof email !== "string" || asciiLower(email) !== account ||
       email_verified !== true
-    ) return { ok: false, hint: accountHint };
+    ) return { ok: false, hint: accountHint, kind: "account" };
     // By the wall clock, as Google wrote them (and as the QStash Receiver
     // reads its tokens'); `now` paces the refetches.
-    if (!inTime(payload, Date.now())) return { ok: false, hint: CLOCK_HINT };
+    if (!inTime(payload, Date.now())) {
+      return { ok: false, hint: CLOCK_HINT, kind: "clock" };
+    }
     return TAKEN;
   };
 }
@@ -1093,7 +1129,12 @@ export function pubsubVerifier(
  */
 export type PushVerification =
   | { readonly ok: true }
-  | { readonly ok: false; readonly hint?: string };
+  | {
+    readonly ok: false;
+    readonly hint?: string;
+    /** Its kind, for the log's pace; absent, `unverified`. */
+    readonly kind?: RefusalKind;
+  };
 
 const TAKEN: PushVerification = { ok: true };
 const NOT_GOOGLES: PushVerification = { ok: false };

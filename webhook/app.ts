@@ -95,6 +95,7 @@ import {
   type PushVerification,
   type QStashKeys,
   qstashVerifier,
+  type RefusalKind,
   type ReplayClaim,
   timingSafeEqual,
 } from "./_auth.ts";
@@ -255,9 +256,15 @@ export interface AppDeps extends RelayerOptions {
    * #1  retry  (reason)`) and one per unexpected failure (its name and
    * message; never a secret, never a stack over HTTP); one per operator's
    * new intent, job, redrive, discard and resolution of a review; at most
-   * once a minute per route, one for refused (401) requests, one for
-   * requests refused for their size (413) and one for bodies that did not
-   * arrive in time (408), with their count; and the store's readiness (`/readyz`, a delivery's failure):
+   * once a minute per route, one for requests refused for their size (413)
+   * and one for bodies that did not arrive in time (408), and one for
+   * refused (401) requests per kind of refusal (a missing or unverified
+   * credential, a key or secret not held, another URL or audience, another
+   * service account, a time off by this server's clock, a malformed
+   * timestamp or claims, a replay: a fixed set, so a forger's requests do
+   * not hide a queue's own refusal, and a flood of them adds a few lines a
+   * minute at most), each with the count since the last line of its
+   * route, status and kind; and the store's readiness (`/readyz`, a delivery's failure):
    * `relayer not ready: …` when a probe fails (again at most once a minute
    * while its error stays the same), `relayer ready again: …` at the first
    * that passes after.
@@ -563,11 +570,12 @@ const KEYS_LOG_INTERVAL_MS = 60_000;
 /**
  * How often, at most, the log says that a route refuses requests (401,
  * 413 for their size, 408 for a body that did not arrive in time), per
- * route and status: a queue whose every delivery is refused (a PUBLIC_URL
- * that is not the URL QStash calls, a secret rotated on one side only, a
- * clock off by minutes, a publisher whose jobs outgrew MAX_BODY_BYTES)
- * strands its jobs, and the operator must see it; a flood of forgeries
- * must not flood the log.
+ * route and status, and for a 401 per kind of refusal: a queue whose
+ * every delivery is refused (a PUBLIC_URL that is not the URL QStash
+ * calls, a secret rotated on one side only, a clock off by minutes, a
+ * publisher whose jobs outgrew MAX_BODY_BYTES) strands its jobs, and the
+ * operator must see it, though a forger's request came first in the
+ * minute; a flood of forgeries must not flood the log.
  */
 const REFUSALS_LOG_INTERVAL_MS = 60_000;
 
@@ -597,9 +605,30 @@ const LOGGED_METHODS: ReadonlySet<string> = new Set([
   "TRACE",
 ]);
 
-/** A refusal the app answers as a problem; thrown inside handlers. */
+/**
+ * What a 401's log line counts, per kind of refusal ({@linkcode RefusalKind}):
+ * the refusals of that kind on its route since that kind's last line.
+ */
+const REFUSAL_KINDS: Readonly<Record<RefusalKind, string>> = {
+  unverified: "a missing or unverified credential",
+  key: "a key or secret this service does not hold",
+  url: "another URL or audience",
+  account: "another service account",
+  clock: "a time off by this server's clock",
+  claims: "a malformed timestamp or claims",
+  replay: "a replay",
+};
+
+/**
+ * A refusal the app answers as a problem; thrown inside handlers. A 401's
+ * `kind` paces its log line apart from other kinds' on its route.
+ */
 class Refusal extends Error {
-  constructor(readonly response: Response, readonly detail = "") {
+  constructor(
+    readonly response: Response,
+    readonly detail = "",
+    readonly kind?: RefusalKind,
+  ) {
     super("refused");
   }
 }
@@ -1652,13 +1681,21 @@ export function createApp(deps: AppDeps): WebhookApp {
     }
   }
 
-  /** A 401 answering `detail`; the log says `hint` too, if any. */
-  function unauthorized(detail: string, hint?: string): Refusal {
+  /**
+   * A 401 answering `detail`; the log says `hint` too, if any, and paces
+   * its line by `kind`.
+   */
+  function unauthorized(
+    detail: string,
+    hint?: string,
+    kind: RefusalKind = "unverified",
+  ): Refusal {
     return new Refusal(
       problem(401, "unauthorized", "Unauthorized", detail, {
         "www-authenticate": 'Bearer realm="relayer"',
       }),
       hint === undefined ? detail : `${detail} ${hint}`,
+      kind,
     );
   }
 
@@ -1666,6 +1703,8 @@ export function createApp(deps: AppDeps): WebhookApp {
   function replayed(): Refusal {
     return unauthorized(
       "This signed request was already delivered: a replay is refused. Each delivery must carry a fresh signature.",
+      undefined,
+      "replay",
     );
   }
 
@@ -2202,7 +2241,7 @@ export function createApp(deps: AppDeps): WebhookApp {
     );
     const signature = c.req.header("upstash-signature");
     const forged = verify?.precheck(signature);
-    if (forged) throw unauthorized(forged.detail, forged.hint);
+    if (forged) throw unauthorized(forged.detail, forged.hint, forged.kind);
     return signature;
   }
 
@@ -2243,7 +2282,9 @@ export function createApp(deps: AppDeps): WebhookApp {
     if (verifyQStash) {
       // Over the bytes as sent (DESIGN §9: the raw body).
       const verified = await verifyQStash(signature, body.bytes);
-      if (!verified.ok) throw unauthorized(verified.detail, verified.hint);
+      if (!verified.ok) {
+        throw unauthorized(verified.detail, verified.hint, verified.kind);
+      }
       claim = verified.claim;
       await refuseUnrecorded(claim);
     }
@@ -2346,6 +2387,7 @@ export function createApp(deps: AppDeps): WebhookApp {
       throw unauthorized(
         "Send Google's OIDC token for this audience as 'Authorization: Bearer <token>'.",
         verified.hint,
+        verified.kind,
       );
     }
   }
@@ -2708,7 +2750,9 @@ export function createApp(deps: AppDeps): WebhookApp {
     let claim: ReplayClaim | undefined;
     if (verifyQStashFailed) {
       const verified = await verifyQStashFailed(signature, read.bytes);
-      if (!verified.ok) throw unauthorized(verified.detail, verified.hint);
+      if (!verified.ok) {
+        throw unauthorized(verified.detail, verified.hint, verified.kind);
+      }
       claim = verified.claim;
     }
     const body = parseJson(
@@ -2886,7 +2930,9 @@ export function createApp(deps: AppDeps): WebhookApp {
       within,
       () => {
         const refused = verify.checkClaims(signature);
-        if (refused) throw unauthorized(refused.detail, refused.hint);
+        if (refused) {
+          throw unauthorized(refused.detail, refused.hint, refused.kind);
+        }
         if (declared !== undefined && declared > OVERSIZED_QSTASH_READ_BYTES) {
           throw tooLargeToKeep(c, `${declared} bytes`);
         }
@@ -2897,7 +2943,9 @@ export function createApp(deps: AppDeps): WebhookApp {
       throw tooLargeToKeep(c, `more than ${body.overBytes} bytes`);
     }
     const verified = verify.verifyDigest(signature, body.digest);
-    if (!verified.ok) throw unauthorized(verified.detail, verified.hint);
+    if (!verified.ok) {
+      throw unauthorized(verified.detail, verified.hint, verified.kind);
+    }
     return {
       overBytes: body.overBytes,
       sha256: body.sha256,
@@ -3036,7 +3084,7 @@ export function createApp(deps: AppDeps): WebhookApp {
     );
     const header = c.req.header("x-signature");
     const forged = verifyHmac?.precheck(header);
-    if (forged) throw unauthorized(forged.detail, forged.hint);
+    if (forged) throw unauthorized(forged.detail, forged.hint, forged.kind);
     return header;
   }
 
@@ -3047,7 +3095,9 @@ export function createApp(deps: AppDeps): WebhookApp {
     if (verifyHmac) {
       // Over the bytes as sent (DESIGN §9: the raw body).
       const verified = verifyHmac(bytes, header);
-      if (!verified.ok) throw unauthorized(verified.detail, verified.hint);
+      if (!verified.ok) {
+        throw unauthorized(verified.detail, verified.hint, verified.kind);
+      }
       claim = verified.claim;
     }
     const body = parseJson(
@@ -4213,20 +4263,23 @@ export function createApp(deps: AppDeps): WebhookApp {
   });
 
   /**
-   * Per route and status: when a refusal was last logged, and how many
-   * came since.
+   * Per route, status and, for a 401, kind of refusal: when a refusal was
+   * last logged, and how many came since. Its keys are bounded: the routes'
+   * patterns, ten methods, four statuses and seven kinds.
    */
   const refusals = new Map<string, { at: number; since: number }>();
   const refusalStepBack = stepBackPace();
 
   /**
    * One line for a refused request (401, 408, 413, and 503 for a route
-   * that is off), at most once a
-   * minute per route and status, with the count since the last line. The
-   * route is the pattern it matched (`pattern`, else the handler's), never
-   * the path as sent: an id in the path is the caller's to choose; so is a
-   * method other than HTTP's own, named `OTHER`. The detail is ours, and
-   * never holds a secret.
+   * that is off), at most once a minute per route and status, and for a
+   * 401 per kind of refusal too (its `kind`, from a fixed set: a forger's
+   * unsigned request at the start of each minute does not hide a queue's
+   * token ours but for another URL, or a clock off), with the count since
+   * the last line of that route, status and kind. The route is the pattern
+   * it matched (`pattern`, else the handler's), never the path as sent: an
+   * id in the path is the caller's to choose; so is a method other than
+   * HTTP's own, named `OTHER`. The detail is ours, and never holds a secret.
    */
   function logRefusal(
     c: Context,
@@ -4237,7 +4290,10 @@ export function createApp(deps: AppDeps): WebhookApp {
     const route = `${method} ${pattern}`;
     const status = refusal.response.status;
     const at = now();
-    const key = `${status} ${route}`;
+    const kind = refusal.kind;
+    const key = kind === undefined
+      ? `${status} ${route}`
+      : `${status} ${route} ${kind}`;
     const seen = refusals.get(key);
     // A clock stepped back behind the last line ends the minute, once a
     // minute at most (stepBackPace: a clock that flaps back and forth
@@ -4253,7 +4309,11 @@ export function createApp(deps: AppDeps): WebhookApp {
     }
     const more = seen === undefined || seen.since === 0
       ? ""
-      : ` (${seen.since + 1} refused since the last line)`;
+      : kind === undefined
+      ? ` (${seen.since + 1} refused since the last line)`
+      : ` (${seen.since + 1} refused for ${
+        REFUSAL_KINDS[kind]
+      } since the last such line)`;
     refusals.set(key, { at, since: 0 });
     log(`relayer ${route} refused ${status}${more}: ${refusal.detail}`);
   }

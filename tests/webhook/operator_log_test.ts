@@ -377,3 +377,83 @@ Deno.test("createApp() says in the log which check a Google-signed push failed (
   assert.ok(!/PUBSUB_|If every|clock/.test(forged), forged);
   assert.equal(lines.length, 5, lines.join("\n"));
 });
+
+Deno.test("createApp() logs a QStash token ours for another URL, or out of time by this server's clock, in a minute a forger's unsigned request began: the pace is per route and per kind of refusal, each line counting its own kind", async () => {
+  const lines: string[] = [];
+  const now = { ms: 1_764_504_000_000 };
+  const webhook = app(now, lines);
+  const body = JSON.stringify(job);
+  const post = async (signature?: string) => {
+    const res = await webhook.request("/v1/qstash", {
+      method: "POST",
+      body,
+      headers: signature === undefined ? {} : {
+        "upstash-signature": signature,
+      },
+    });
+    assert.equal(res.status, 401);
+    await res.body?.cancel();
+  };
+  // A forger's unsigned request at the start of the minute.
+  await post();
+  assert.equal(lines.length, 1, lines.join("\n"));
+  assert.match(lines[0]!, /POST \/v1\/qstash refused 401: .*missing/);
+  // QStash's own token, for the URL QStash calls behind a proxy.
+  const proxy = "https://proxy.example.test/v1/qstash";
+  await post(await signQStash(body, { url: proxy }));
+  assert.equal(lines.length, 2, lines.join("\n"));
+  assert.match(lines[1]!, /refused 401: .*signed for https:\/\/proxy/);
+  // A forger's token under keys not ours, then QStash's past its exp by
+  // this server's clock: each its own line, the clock's hint said.
+  await post(await signQStash(body, { key: "sig_of_another_account_000000" }));
+  const nowS = Math.floor(Date.now() / 1000);
+  await post(await signQStash(body, { nowS: nowS - 3600 }));
+  assert.equal(lines.length, 4, lines.join("\n"));
+  assert.match(lines[2]!, /QSTASH_CURRENT_SIGNING_KEY/);
+  assert.match(lines[3]!, /this server's clock is off/);
+  // A flood of each within the minute adds nothing.
+  for (let i = 0; i < 100; i++) await post();
+  await post(await signQStash(body, { url: proxy }));
+  assert.equal(lines.length, 4, lines.join("\n"));
+  // A minute later, each line counts its own kind only.
+  now.ms += 60_000;
+  await post(await signQStash(body, { url: proxy }));
+  await post();
+  assert.deepEqual(lines.slice(4).map((line) => line.split(": ")[0]), [
+    "relayer POST /v1/qstash refused 401 (2 refused for another URL or audience since the last such line)",
+    "relayer POST /v1/qstash refused 401 (101 refused for a missing or unverified credential since the last such line)",
+  ]);
+});
+
+Deno.test("createApp() logs a Google-signed push for another audience, or out of time, in a minute a forger's push began", async () => {
+  const google = await fakeGoogle();
+  const forger = await fakeGoogle();
+  const lines: string[] = [];
+  const webhook = createApp({
+    store: new MemoryStore(),
+    sender: new ScriptedSender({}),
+    now: () => 1_764_504_000_000,
+    random: () => 0,
+    pubsub: { ...PUBSUB, jwks: google.jwks },
+    log: (line) => void lines.push(line),
+  });
+  const push = async (token?: string) => {
+    const res = await webhook.request("/v1/pubsub", {
+      method: "POST",
+      body: envelope(job),
+      headers: token === undefined ? {} : { authorization: `Bearer ${token}` },
+    });
+    assert.equal(res.status, 401);
+    await res.body?.cancel();
+  };
+  await push();
+  await push(await forger.token());
+  assert.equal(lines.length, 1, lines.join("\n"));
+  const elsewhere = "https://relayer.example.test/v1/pubsub/";
+  await push(await google.token({ aud: elsewhere }));
+  const nowS = Math.floor(Date.now() / 1000);
+  await push(await google.token({ iat: nowS - 7200, exp: nowS - 3600 }));
+  assert.equal(lines.length, 3, lines.join("\n"));
+  assert.match(lines[1]!, /PUBSUB_AUDIENCE/);
+  assert.match(lines[2]!, /this server's clock is off/);
+});
