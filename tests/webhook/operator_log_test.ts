@@ -457,3 +457,44 @@ Deno.test("createApp() logs a Google-signed push for another audience, or out of
   assert.match(lines[1]!, /PUBSUB_AUDIENCE/);
   assert.match(lines[2]!, /this server's clock is off/);
 });
+
+Deno.test("createApp() logs a wrong secret, a timestamp in milliseconds or out of time on POST /v1/deliveries in a minute a forger's unsigned request began, and a flood of forgeries of every shape and size writes a line per kind at most", async () => {
+  const lines: string[] = [];
+  const now = { ms: 1_764_504_000_000 };
+  const webhook = app(now, lines);
+  const body = JSON.stringify({ job });
+  const post = async (signature?: string, sent = body) => {
+    const res = await webhook.request("/v1/deliveries", {
+      method: "POST",
+      body: sent,
+      headers: signature === undefined ? {} : { "x-signature": signature },
+    });
+    assert.equal(res.status, 401);
+    await res.body?.cancel();
+  };
+  await post();
+  await post(signHmac("a-secret-the-sender-rotated-to", body, now.ms / 1000));
+  await post(`t=${now.ms},v1=${"0".repeat(64)}`);
+  await post(signHmac(SECRET, body, now.ms / 1000 - 3600));
+  assert.deepEqual(
+    lines.map((line) => /: The X-Signature (\w+ \w+)/.exec(line)?.[1]),
+    ["header is", "does not", "timestamp is", "timestamp is"],
+  );
+  assert.match(lines[1]!, /WEBHOOK_SECRET_NEXT/);
+  assert.match(lines[2]!, /in milliseconds/);
+  assert.match(lines[3]!, /more than 5 minutes old/);
+  // Forgeries of every shape, size and time: no more lines this minute.
+  let seed = 7;
+  const next = () => (seed = (seed * 48271) % 2_147_483_647);
+  for (let i = 0; i < 200; i++) {
+    const t = next() % 4 === 0 ? now.ms : now.ms / 1000 - (next() % 7200);
+    const shapes = [
+      undefined,
+      `garbage-${next()}`,
+      `t=${t},v1=${next().toString(16).padStart(64, "a")}`,
+      signHmac(`forger-${next()}`, body, t),
+    ];
+    await post(shapes[next() % shapes.length], "x".repeat(next() % 5000));
+  }
+  assert.equal(lines.length, 4, lines.join("\n"));
+});
