@@ -5,7 +5,13 @@
  * @module
  */
 
-import { cutAt, LINE_BREAKING, messageOf, oneLine } from "../policy/_walk.ts";
+import {
+  cutAt,
+  LINE_BREAKING,
+  messageOf,
+  oneLine,
+  wordsOf,
+} from "../policy/_walk.ts";
 import {
   assertDelivery,
   assertMs,
@@ -47,7 +53,8 @@ import { sha256 } from "@noble/hashes/sha2.js";
 import { bytesToHex } from "@noble/hashes/utils.js";
 import { BusyError } from "../store/busy_error.ts";
 import { isHeldBySession } from "../store/_held_lock.ts";
-import { isNotWritten } from "../store/_not_written.ts";
+import { isNotRead, isNotWritten, notRead } from "../store/_not_written.ts";
+import { isSchemaBehind } from "../store/_schema_behind.ts";
 import { MAX_TX_HASH } from "./_tx_hash.ts";
 import { DEFAULT_LEASE_MS, registerSends, resolveArrivals } from "./_sends.ts";
 import { leaveUnrecorded } from "./_unrecorded_claims.ts";
@@ -654,6 +661,56 @@ async function storeCall<T>(call: () => Promise<T>): Promise<T> {
 }
 
 /**
+ * The error of a redrive's or a discard's read (of its dead letter, or of
+ * its intent) that the store failed, made before anything of the call was
+ * published or written: a copy of the store's error (its name and words,
+ * as the log shows them), marked as nothing read or written, its `cause`
+ * the store's error, which is left unmarked (a store may hand one error
+ * to every read of a group, some of them a write's read back after a
+ * commit that may have landed). A refusal the routes word already (a
+ * conflict, the schema behind, a write's refusal, a read marked so) is
+ * passed on as it is.
+ */
+function readBeforeWrite(error: unknown): unknown {
+  if (
+    error instanceof ConflictError || isSchemaBehind(error) ||
+    isNotWritten(error) || isNotRead(error)
+  ) {
+    return error;
+  }
+  let words = messageOf(error);
+  let name = "Error";
+  try {
+    if (error instanceof Error && typeof error.message === "string") {
+      words = wordsOf(error);
+      if (typeof error.name === "string") name = error.name;
+    }
+  } catch {
+    // A proxy's trap: the words messageOf() found.
+  }
+  const copy = new Error(words, { cause: error });
+  copy.name = name;
+  return notRead(copy);
+}
+
+/**
+ * Reads the dead letter of `jobId` first thing in a redrive or a discard;
+ * a failure as {@linkcode readBeforeWrite} words it.
+ */
+async function readLetter(
+  store: Store,
+  jobId: string,
+): Promise<StoredDeadLetter | null> {
+  let read: unknown;
+  try {
+    read = await store.getDeadLetter(jobId);
+  } catch (error) {
+    throw readBeforeWrite(error);
+  }
+  return letterOrNull(jobId, read);
+}
+
+/**
  * Reads an intent, refusing one whose state is none of the machine's, or
  * that lacks `lastBroadcast`: a
  * Store of one's own that maps its rows wrongly (`"AUTHORIZED"` from a SQL
@@ -663,7 +720,30 @@ async function storeCall<T>(call: () => Promise<T>): Promise<T> {
  * is acked.
  */
 async function readIntent(store: Store, id: string): Promise<Intent | null> {
-  const intent = intentOrNull(id, await store.getIntent(id));
+  return checkedIntent(id, await store.getIntent(id));
+}
+
+/**
+ * {@linkcode readIntent} in a redrive or a discard, before anything of it
+ * is published or written: a failure of the store's read as
+ * {@linkcode readBeforeWrite} words it; a refused answer as before.
+ */
+async function readIntentBeforeWrite(
+  store: Store,
+  id: string,
+): Promise<Intent | null> {
+  let read: unknown;
+  try {
+    read = await store.getIntent(id);
+  } catch (error) {
+    throw readBeforeWrite(error);
+  }
+  return checkedIntent(id, read);
+}
+
+/** What a store's `getIntent` answered for `id`, checked as {@linkcode readIntent} says. */
+function checkedIntent(id: string, read: unknown): Intent | null {
+  const intent = intentOrNull(id, read);
   if (intent === null) return intent;
   // Left out, it reads as `undefined`: named here, not met later as
   // "Cannot read properties of undefined (reading 'outcome')". Fields the
@@ -3014,9 +3094,11 @@ export function createRelayer(options: RelayerOptions): Relayer {
     jobId: string,
     options: RedriveOptions,
   ): Promise<Job | null> {
-    const deadLetter = letterOrNull(jobId, await store.getDeadLetter(jobId));
+    // Its reads come before anything is published or written: a failure
+    // of either changed nothing, and says so.
+    const deadLetter = await readLetter(store, jobId);
     if (deadLetter === null) return null;
-    const intent = await readIntent(store, deadLetter.intentId);
+    const intent = await readIntentBeforeWrite(store, deadLetter.intentId);
     const refused = redriveRefusal(jobId, deadLetter.intentId, intent?.state);
     if (refused !== null) throw refused;
     const job: Job = { intentId: deadLetter.intentId, kind: "settle" };
@@ -3061,7 +3143,9 @@ export function createRelayer(options: RelayerOptions): Relayer {
     assertOptionNames("discard", options, DISCARD_OPTIONS, {
       example: "{ version }",
     });
-    const letter = letterOrNull(jobId, await store.getDeadLetter(jobId));
+    // Its reads come before its first write (the marks): a failure of
+    // either changed nothing, and says so.
+    const letter = await readLetter(store, jobId);
     if (letter === null) return null;
     const changed = () =>
       new ConflictError(
@@ -3079,7 +3163,8 @@ export function createRelayer(options: RelayerOptions): Relayer {
       );
     }
     if (isIntentId(letter.intentId)) {
-      const state = (await readIntent(store, letter.intentId))?.state;
+      const state = (await readIntentBeforeWrite(store, letter.intentId))
+        ?.state;
       if (state !== undefined && state !== "settled" && state !== "failed") {
         const unreadable = jobId !== `${letter.intentId}/settle`;
         throw new ConflictError(

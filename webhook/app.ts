@@ -3873,9 +3873,10 @@ export function createApp(deps: AppDeps): WebhookApp {
           // whole: the letter stays, and no "if it did complete" applies.
           ? `The redrive of ${jobId} was not written (the relayer's log says why): its dead letter stays; try again. A job it queued before the store failed is harmless, as it only says "go and look".`
           : isNotRead(error)
-          // Its read of the letter or the intent, before anything was
-          // published or written.
-          ? `The redrive of ${jobId} read nothing and wrote nothing (the store refused its read: the relayer's log says why): its dead letter stays, and no job was queued; try again.`
+          // Its read of the letter or the intent failed, before anything
+          // was published or written (the relayer marks it so, whatever
+          // the store).
+          ? `The redrive of ${jobId} read nothing and wrote nothing (its read of the store failed: the relayer's log says why): its dead letter stays, and no job was queued; try again.`
           : `The redrive of ${jobId} did not complete (${
             isHeldBySession(error)
               ? `held up in the database: ${HELD_UP}`
@@ -3918,9 +3919,11 @@ export function createApp(deps: AppDeps): WebhookApp {
         ? `The ${what} was not written (the relayer's log says why): nothing changed; try again.`
         : isNotRead(error)
         // A read refused before it reached the data (a Deno KV handle or
-        // a PostgresStore closed under the route): a route reads before it
-        // writes, so nothing of it ran, whatever it was about to write.
-        ? `The ${what} read nothing and wrote nothing (the store refused its read: the relayer's log says why): nothing changed; try again.`
+        // a PostgresStore closed under the route), or a discard's read
+        // that failed before its first write (the relayer marks it so): a
+        // route reads before it writes, so nothing of it ran, whatever it
+        // was about to write.
+        ? `The ${what} read nothing and wrote nothing (its read of the store failed: the relayer's log says why): nothing changed; try again.`
         : reread === undefined
         ? `The ${what} could not reach the store (the relayer's log says why): try again.`
         : `The ${what} failed before the store answered (the relayer's log says why): it may have landed or not. ${reread} before you try again.`,

@@ -186,13 +186,13 @@ Deno.test({
     assert.equal(read.status, 503);
     assert.equal(
       (await read.json()).detail,
-      "The read of intent pi_1 read nothing and wrote nothing (the store refused its read: the relayer's log says why): nothing changed; try again.",
+      "The read of intent pi_1 read nothing and wrote nothing (its read of the store failed: the relayer's log says why): nothing changed; try again.",
     );
     const listed = await app.request("/v1/dead-letters", { headers });
     assert.equal(listed.status, 503);
     assert.equal(
       (await listed.json()).detail,
-      "The listing of dead letters read nothing and wrote nothing (the store refused its read: the relayer's log says why): nothing changed; try again.",
+      "The listing of dead letters read nothing and wrote nothing (its read of the store failed: the relayer's log says why): nothing changed; try again.",
     );
     assert.equal(
       await new PostgresStore(admin, { schema }).getIntent("pi_1"),
