@@ -701,13 +701,19 @@ async function readLetter(
   store: Store,
   jobId: string,
 ): Promise<StoredDeadLetter | null> {
-  let read: unknown;
+  return letterOrNull(
+    jobId,
+    await beforeWrite(() => store.getDeadLetter(jobId)),
+  );
+}
+
+/** What `read` answers; its failure as {@linkcode readBeforeWrite} words it. */
+async function beforeWrite(read: () => unknown): Promise<unknown> {
   try {
-    read = await store.getDeadLetter(jobId);
+    return await read();
   } catch (error) {
     throw readBeforeWrite(error);
   }
-  return letterOrNull(jobId, read);
 }
 
 /**
@@ -732,13 +738,7 @@ async function readIntentBeforeWrite(
   store: Store,
   id: string,
 ): Promise<Intent | null> {
-  let read: unknown;
-  try {
-    read = await store.getIntent(id);
-  } catch (error) {
-    throw readBeforeWrite(error);
-  }
-  return checkedIntent(id, read);
+  return checkedIntent(id, await beforeWrite(() => store.getIntent(id)));
 }
 
 /** What a store's `getIntent` answered for `id`, checked as {@linkcode readIntent} says. */
