@@ -2813,20 +2813,17 @@ export function createApp(deps: AppDeps): WebhookApp {
         claim,
       );
     }
-    if (
-      typeof retried !== "number" || !Number.isSafeInteger(retried) ||
-      retried < 0
-    ) {
-      throw badInput(
-        "qstash",
-        `'retried' must be an integer >= 0: current value is ${
-          JSON.stringify(retried) ?? "undefined"
-        }`,
-      );
-    }
+    // QStash counts retries from 0; we count deliveries from 1. A callback
+    // whose 'retried' cannot be read is still QStash's give-up (signed,
+    // naming the job): resolved with the store's count, as a Pub/Sub dead
+    // letter without its count is.
+    const deliveries = await givenUpAfter(
+      job,
+      typeof retried === "number" ? retried + 1 : undefined,
+    );
     const messageId = idFrom(sourceId);
     const dlq = idFrom(dlqId);
-    return await giveUp("qstash", job, retried + 1, {
+    return await giveUp("qstash", job, deliveries, {
       queue: "qstash",
       ...(messageId ? { messageId } : {}),
       ...(dlq ? { dlqId: dlq } : {}),
@@ -2875,10 +2872,10 @@ export function createApp(deps: AppDeps): WebhookApp {
     if (push instanceof Response) return push;
     const { job, id: messageId, attributes } = push;
     // Pub/Sub sets the source subscription's delivery count when it forwards.
-    const counted = Number(attributes.CloudPubSubDeadLetterSourceDeliveryCount);
-    const deliveries = Number.isSafeInteger(counted) && counted >= 1
-      ? counted
-      : await countedSoFar(job);
+    const deliveries = await givenUpAfter(
+      job,
+      Number(attributes.CloudPubSubDeadLetterSourceDeliveryCount),
+    );
     const source = sourceMessage(attributes, job);
     return await giveUp("pubsub", job, deliveries, {
       queue: "pubsub",
@@ -3036,6 +3033,20 @@ export function createApp(deps: AppDeps): WebhookApp {
       `${queue.padEnd(7)} ${jobId} acked and kept as a dead letter: ${detail}`,
     );
     return done();
+  }
+
+  /**
+   * The deliveries a queue's give-up counts: the queue's own count where
+   * it is an integer >= 1, else the store's ({@linkcode countedSoFar}).
+   * The queue has given up on the job either way: a give-up refused for a
+   * count it could not read would end the queue's calls (QStash's 489) or
+   * spend them, and nothing would resolve the intent.
+   */
+  async function givenUpAfter(job: Job, counted: unknown): Promise<number> {
+    return typeof counted === "number" && Number.isSafeInteger(counted) &&
+        counted >= 1
+      ? counted
+      : await countedSoFar(job);
   }
 
   /**
