@@ -171,9 +171,30 @@ export function hmacSignature(
   return hmacSigner(secret)(body, timeS);
 }
 
-const SIGNATURE = /^\s*t=(\d{1,12}),\s*v1=([0-9a-fA-F]{64})\s*$/;
-/** A `t` of 13 to 15 digits: unix time in milliseconds (until the year 33658), not seconds. */
-const IN_MILLISECONDS = /^\s*t=\d{13,15},\s*v1=[0-9a-fA-F]{64}\s*$/;
+/**
+ * A well-formed `X-Signature`: a `t` of 1 to 12 digits (unix seconds), or
+ * of 13 to 15 (unix time in milliseconds, until the year 33658: refused,
+ * saying so), and a `v1` of 64 hex digits.
+ */
+const SIGNATURE = /^\s*t=(\d{1,15}),\s*v1=([0-9a-fA-F]{64})\s*$/;
+
+/** The refusal of a sender's own signature whose `t` is in milliseconds. */
+const IN_MILLISECONDS = {
+  ok: false,
+  detail:
+    `The X-Signature timestamp is in milliseconds: ${HOW_TO_SIGN}, t being Math.floor(Date.now() / 1000).`,
+  kind: "claims",
+} as const;
+
+/** The refusal of a sender's own signature out of its time by this server's clock. */
+const OUT_OF_TIME = {
+  ok: false,
+  detail:
+    "The X-Signature timestamp is more than 5 minutes old, or more than 30 seconds ahead of this server's clock: sign each delivery when you send it, with the current unix time as t.",
+  hint:
+    "If every delivery is refused so, the signature verifies (the sender holds the secret), but the sender's clock or this server's is off: set both right (NTP), and sign each delivery when it is sent, not when it was queued.",
+  kind: "clock",
+} as const;
 
 /** Refuses a generic route's secret anyone could find: empty, or short. */
 function checkSecret(secret: unknown, option: string, setting: string): void {
@@ -207,15 +228,21 @@ function checkSecret(secret: unknown, option: string, setting: string): void {
 
 /**
  * A checker of generic-route `X-Signature` headers against the raw body:
- * well-formed, at most {@linkcode SIGNATURE_MAX_AGE_MS} old and at most
- * {@linkcode SIGNATURE_MAX_SKEW_MS} ahead by `now`, and the HMAC equal in
- * constant time, under `secret` or, while a rotation is under way, under
- * `next` (both are computed, whichever matches). The claim's key is the
- * lowercased `v1`: two accepted headers with the same `v1` sign the same
- * `t` and body (a MAC under either secret is one signature). Its
- * `precheck` answers from the header alone, so that a request whose header
- * is missing, malformed, too old or ahead is refused before its body is
- * read.
+ * well-formed, the HMAC equal in constant time, under `secret` or, while a
+ * rotation is under way, under `next` (both are computed, whichever
+ * matches), and then `t` at most {@linkcode SIGNATURE_MAX_AGE_MS} old and
+ * at most {@linkcode SIGNATURE_MAX_SKEW_MS} ahead by `now`, in seconds. The
+ * MAC comes first: a request is refused for its time (`clock`) or for a
+ * `t` in milliseconds (`claims`) only once it is known to be the sender's,
+ * so a forger who holds no secret, sending a stale `t`, is refused in the
+ * same words but as `unverified`, and cannot hide the log line a sender
+ * whose clock is off needs. The claim's key is the lowercased `v1`: two
+ * accepted headers with the same `v1` sign the same `t` and body (a MAC
+ * under either secret is one signature). Its `precheck` answers from the
+ * header alone, so that a request whose header is missing or malformed is
+ * refused before its body is read; one too old, ahead or in milliseconds
+ * is refused once its body is read and its MAC checked, as a forger's
+ * fresh `t` is.
  */
 export function hmacVerifier(
   secret: string,
@@ -231,43 +258,21 @@ export function hmacVerifier(
   }
   const sign = hmacSigner(secret);
   const signNext = next === undefined ? undefined : hmacSigner(next);
-  /** The header's `t` and `v1`, or what the header alone refuses. */
+  const malformed: Refused = {
+    ok: false,
+    detail: `The X-Signature header is missing or malformed: ${HOW_TO_SIGN}.`,
+  };
+  /** The header's `t` and `v1`, or the refusal of a header malformed. */
   const read = (
     header: string | undefined,
-  ): { timeS: number; v1: string } | Refused => {
+  ): { timeS: number; v1: string; inMs: boolean } | Refused => {
     const match = SIGNATURE.exec(header ?? "");
-    if (!match) {
-      if (IN_MILLISECONDS.test(header ?? "")) {
-        // Date.now() sent as it is: said so, as "malformed" left the
-        // signer's author looking at the wrong part of the header.
-        return {
-          ok: false,
-          detail:
-            `The X-Signature timestamp is in milliseconds: ${HOW_TO_SIGN}, t being Math.floor(Date.now() / 1000).`,
-          kind: "claims",
-        };
-      }
-      return {
-        ok: false,
-        detail:
-          `The X-Signature header is missing or malformed: ${HOW_TO_SIGN}.`,
-      };
-    }
-    const timeS = Number(match[1]);
-    const atMs = timeS * 1000;
-    const clock = now();
-    if (
-      clock - atMs > SIGNATURE_MAX_AGE_MS ||
-      atMs - clock > SIGNATURE_MAX_SKEW_MS
-    ) {
-      return {
-        ok: false,
-        detail:
-          "The X-Signature timestamp is more than 5 minutes old, or more than 30 seconds ahead of this server's clock: sign each delivery when you send it, with the current unix time as t.",
-        kind: "clock",
-      };
-    }
-    return { timeS, v1: match[2]!.toLowerCase() };
+    if (!match) return malformed;
+    return {
+      timeS: Number(match[1]),
+      v1: match[2]!.toLowerCase(),
+      inMs: match[1]!.length > 12,
+    };
   };
   const verify = (
     body: string | Uint8Array,
@@ -275,15 +280,34 @@ export function hmacVerifier(
   ): Verification => {
     const signed = read(header);
     if ("ok" in signed) return signed;
-    const { timeS, v1 } = signed;
-    const atMs = timeS * 1000;
+    const { timeS, v1, inMs } = signed;
     const given = `t=${timeS},v1=${v1}`;
-    // Both compared, whatever the first gave: the time taken says nothing
-    // of which secret, if any, signed it.
+    // Both compared, whatever the first gave, and before the time: the
+    // time taken says nothing of which secret, if any, signed it, nor of
+    // whether `t` was in time.
     const current = timingSafeEqual(given, sign(body, timeS));
     const upcoming = signNext !== undefined &&
       timingSafeEqual(given, signNext(body, timeS));
-    if (!current && !upcoming) {
+    const ours = current || upcoming;
+    if (inMs) {
+      // Date.now() sent as it is: said so, as "malformed" left the
+      // signer's author looking at the wrong part of the header.
+      return ours
+        ? IN_MILLISECONDS
+        : { ok: false, detail: IN_MILLISECONDS.detail };
+    }
+    const atMs = timeS * 1000;
+    const clock = now();
+    if (
+      clock - atMs > SIGNATURE_MAX_AGE_MS ||
+      atMs - clock > SIGNATURE_MAX_SKEW_MS
+    ) {
+      // Said in the same words, signed or not: a forger learns nothing a
+      // clock does not tell. Only the sender's own is `clock`, its line
+      // saying so.
+      return ours ? OUT_OF_TIME : { ok: false, detail: OUT_OF_TIME.detail };
+    }
+    if (!ours) {
       return {
         ok: false,
         detail:

@@ -3083,8 +3083,9 @@ export function createApp(deps: AppDeps): WebhookApp {
 
   /**
    * The generic route's checks of its headers: configured, and an
-   * `X-Signature` not missing, malformed, too old or ahead (refused before
-   * the body is read). Returns the signature.
+   * `X-Signature` not missing or malformed (refused before the body is
+   * read; its time is checked after its MAC, so that only the sender's own
+   * is refused as `clock`). Returns the signature.
    */
   function deliveriesHeaders(c: Context): string | undefined {
     requireConfigured(

@@ -485,6 +485,46 @@ Deno.test("qstashVerifier() checks a body given as bytes that are not UTF-8 by t
   assert.ok((await verify(await signQStash(bom), bom)).ok);
 });
 
+Deno.test("hmacVerifier() checks the MAC before the time: a t out of time or in milliseconds is 'clock' or 'claims' only under one of the secrets, and a forgery of either is refused in the same words as unverified", () => {
+  const t = 1_764_504_000;
+  const next = "webhook-secret-next-for-tests";
+  const verify = hmacVerifier(SECRET, () => t * 1000, next);
+  const forged = (timeS: number) => `t=${timeS},v1=${"ab".repeat(32)}`;
+  for (
+    const [name, timeS] of [
+      ["5 minutes and a second old", t - 301],
+      ["31 s ahead", t + 31],
+      ["an hour old", t - 3600],
+      ["in milliseconds", t * 1000],
+    ] as const
+  ) {
+    const kind = name === "in milliseconds" ? "claims" : "clock";
+    const answers = [
+      hmacSignature(SECRET, body, timeS),
+      hmacSignature(next, body, timeS),
+      forged(timeS),
+      hmacSignature("a-secret-a-forger-made-up", body, timeS),
+    ].map((header) => verify(body, header));
+    const [current, upcoming, ...forgeries] = answers.map((answer) =>
+      answer.ok ? assert.fail(name) : answer
+    );
+    assert.equal(current!.kind, kind, name);
+    assert.equal(upcoming!.kind, kind, name);
+    for (const forgery of forgeries) {
+      assert.equal(forgery.kind, undefined, name);
+      assert.equal(forgery.hint, undefined, name);
+      // The words are the same: only the log's pace tells them apart.
+      assert.equal(forgery.detail, current!.detail, name);
+    }
+  }
+  // The sender's own, out of time: its log line says the MAC verified.
+  const stale = verify(body, hmacSignature(SECRET, body, t - 301));
+  assert.match(!stale.ok && stale.hint || "", /the signature verifies/);
+  // In time, a forgery is still "does not verify", as a wrong secret is.
+  const wrong = verify(body, forged(t));
+  assert.equal(!wrong.ok && wrong.kind, "key");
+});
+
 Deno.test("hmacVerifier() says a t of 13 to 15 digits with a well-formed v1 is in milliseconds, white space as the signature allows it; other t and v1 are malformed", () => {
   const t = 1_764_504_000;
   const verify = hmacVerifier(SECRET, () => t * 1000);

@@ -233,15 +233,13 @@ Deno.test("a Google token whose email is the service account's only by Unicode c
 
 Deno.test("a request its headers refuse is answered without its body being read: a forged or unsigned delivery whose body never ends gets its 401 at once, with a Content-Length or without", async () => {
   const { app, writes } = await makeApp({ intents: [AUTHORIZED] });
-  const t = NOW / 1000;
   const madeUp = await signQStash("{}", { key: "sig_made_up_key" });
   const forged: [string, string, Record<string, string>][] = [
     ["unsigned", "/v1/deliveries", {}],
     ["malformed", "/v1/deliveries", { "x-signature": "sha256=abc" }],
-    // Well-formed, but signed 10 minutes ago: the header alone says so.
-    ["stale", "/v1/deliveries", {
-      "x-signature": `t=${t - 600},v1=${"a".repeat(64)}`,
-    }],
+    // (A well-formed header signed 10 minutes ago is not refused unread:
+    // only its MAC tells the sender's, whose clock is off, from a forger's,
+    // and a forger's in time is read as long.)
     ["unsigned", "/v1/qstash", {}],
     // A made-up token: its MAC is checked without the body.
     ["made-up key", "/v1/qstash", { "upstash-signature": madeUp }],

@@ -474,7 +474,7 @@ Deno.test("createApp() logs a wrong secret, a timestamp in milliseconds or out o
   };
   await post();
   await post(signHmac("a-secret-the-sender-rotated-to", body, now.ms / 1000));
-  await post(`t=${now.ms},v1=${"0".repeat(64)}`);
+  await post(signHmac(SECRET, body, now.ms));
   await post(signHmac(SECRET, body, now.ms / 1000 - 3600));
   assert.deepEqual(
     lines.map((line) => /: The X-Signature (\w+ \w+)/.exec(line)?.[1]),
@@ -497,4 +497,58 @@ Deno.test("createApp() logs a wrong secret, a timestamp in milliseconds or out o
     await post(shapes[next() % shapes.length], "x".repeat(next() % 5000));
   }
   assert.equal(lines.length, 4, lines.join("\n"));
+});
+
+Deno.test("createApp() logs the sender's own X-Signature out of time, or in milliseconds, on POST /v1/deliveries after a forger's flood of stale and millisecond timestamps began the minute: a forgery is answered in the same words, but counted as unverified", async () => {
+  const lines: string[] = [];
+  const now = { ms: 1_764_504_000_000 };
+  const webhook = app(now, lines);
+  const body = JSON.stringify({ job });
+  const staleS = now.ms / 1000 - 3600;
+  const post = async (signature: string) => {
+    const res = await webhook.request("/v1/deliveries", {
+      method: "POST",
+      body,
+      headers: { "x-signature": signature },
+    });
+    assert.equal(res.status, 401);
+    return (await res.json()).detail as string;
+  };
+  // A forger without the secret: well-formed headers, stale or in
+  // milliseconds, under made-up MACs and secrets.
+  const forged: string[] = [];
+  for (let i = 0; i < 50; i++) {
+    const timeS = i % 2 === 0 ? staleS - i : now.ms + i;
+    forged.push(
+      await post(
+        i % 4 < 2
+          ? `t=${timeS},v1=${i.toString(16).padStart(64, "f")}`
+          : signHmac(`forger-secret-${i}-0000`, body, timeS),
+      ),
+    );
+  }
+  // The sender's own, its clock off by an hour, then its t in milliseconds:
+  // each its own line, though forgeries of both began the minute.
+  const flooded = lines.length;
+  const stale = await post(signHmac(SECRET, body, staleS));
+  assert.equal(lines.length, flooded + 1, "the sender's own stale t: no line");
+  assert.match(
+    lines.at(-1)!,
+    /more than 5 minutes old.* the signature verifies/,
+  );
+  const inMs = await post(signHmac(SECRET, body, now.ms));
+  assert.equal(lines.length, flooded + 2, "the sender's own ms t: no line");
+  assert.match(lines.at(-1)!, /in milliseconds/);
+  // The forgeries wrote one line, as unverified.
+  assert.equal(flooded, 1, lines.join("\n"));
+  // The forger was told what the sender is, word for word.
+  assert.equal(forged[0], stale);
+  assert.equal(forged[1], inMs);
+  // A minute later, the forgeries are counted as unverified.
+  now.ms += 60_000;
+  await post(`t=${staleS},v1=${"f".repeat(64)}`);
+  assert.match(
+    lines[3]!,
+    /^relayer POST \/v1\/deliveries refused 401 \(50 refused for a missing or unverified credential since the last such line\): The X-Signature timestamp is more than 5 minutes old/,
+  );
 });
