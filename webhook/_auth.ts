@@ -63,9 +63,14 @@ export interface ReplayClaim {
 /**
  * What kind of refusal a verifier's is, from a fixed set, never from what
  * a client sent: the log paces its refusal lines per route and per kind,
- * so that a forger's refusals (`unverified`, and `key` or `clock` where the
- * header alone is checked) do not hide a queue's own (its token ours but
- * for another URL, a clock off) for the minute.
+ * so that a forger's refusals do not hide a queue's own (its token ours
+ * but for another URL, a clock off) for the minute. A party without the
+ * service's secrets reaches `unverified`, and `key` (a MAC under a key we
+ * do not hold is what a forgery is) on the generic and QStash routes; with
+ * a Google account, `account` on the Pub/Sub routes (Google signs a token
+ * for any audience with the account's own email). Every other kind needs a
+ * request or token one of the service's keys, or its service account,
+ * signed.
  *
  * - `unverified`: no credential, or one that does not verify;
  * - `key`: signed with a key or secret this service does not hold;
@@ -958,12 +963,15 @@ function jwtKid(token: string): string | undefined {
  * unverified, are those of a push to this route (issuer, audience,
  * account, in time); any other is refused without a fetch. A header longer
  * than {@linkcode TOKEN_MAX_CHARS} and twice the audience is refused
- * unread. A token one of Google's keys signed but that fails the audience,
- * the account or the clock is refused with a `hint` for the log saying
- * which, and what the operator sets: a push subscription whose audience or
- * account is not the service's has every push refused, and the refusal
- * alone did not say why. The hint names the service's settings, never the
- * token's claims: anyone can have Google sign a token for any audience.
+ * unread. A token one of Google's keys signed but that fails the account,
+ * the audience or the clock (checked in that order) is refused with a
+ * `hint` for the log saying which, and what the operator sets: a push
+ * subscription whose audience or account is not the service's has every
+ * push refused, and the refusal alone did not say why. The hint names the
+ * service's settings, never the token's claims: anyone can have Google
+ * sign a token for any audience, under their own account, so the account
+ * comes first and such a token is refused as `account` whatever its
+ * audience; only the service account's own tokens reach `url` and `clock`.
  * Throws {@linkcode KeysUnavailable} when the keys cannot be fetched.
  */
 export function pubsubVerifier(
@@ -1129,14 +1137,18 @@ export function pubsubVerifier(
     }
     if (payload === undefined) return NOT_GOOGLES;
     const { aud, email, email_verified } = payload;
-    if (
-      aud !== keys.audience &&
-      !(Array.isArray(aud) && aud.includes(keys.audience))
-    ) return { ok: false, hint: audienceHint, kind: "url" };
+    // The account before the audience: anyone with a Google account has
+    // Google sign a token for any audience, under that account's email,
+    // so only the service account's own token may be called `url` (and
+    // `clock`), and a forger's lands in `account` whatever its audience.
     if (
       typeof email !== "string" || asciiLower(email) !== account ||
       email_verified !== true
     ) return { ok: false, hint: accountHint, kind: "account" };
+    if (
+      aud !== keys.audience &&
+      !(Array.isArray(aud) && aud.includes(keys.audience))
+    ) return { ok: false, hint: audienceHint, kind: "url" };
     // By the wall clock, as Google wrote them (and as the QStash Receiver
     // reads its tokens'); `now` paces the refetches.
     if (!inTime(payload, Date.now())) {

@@ -575,7 +575,7 @@ Deno.test("pubsubVerifier() takes a token whose aud is a list holding the audien
   );
 });
 
-Deno.test("pubsubVerifier() hints at the clock only for a token otherwise this route's: the audience first, then the account", async () => {
+Deno.test("pubsubVerifier() hints at the clock only for a token otherwise this route's: the account first, then the audience, so a token of any other account is 'account' whatever its audience", async () => {
   const google = await fakeGoogle();
   const verify = pubsubVerifier({
     audience: PUBSUB.audience,
@@ -589,12 +589,27 @@ Deno.test("pubsubVerifier() hints at the clock only for a token otherwise this r
   const hint = async (claims: Record<string, unknown>) => {
     const answer = await verify(`Bearer ${await google.token(claims)}`);
     assert.equal(answer.ok, false);
-    return !answer.ok && answer.hint || "";
+    return !answer.ok && `${answer.kind}: ${answer.hint}` || "";
   };
-  assert.match(await hint({ ...expired, ...elsewhere }), /PUBSUB_AUDIENCE/);
-  assert.match(await hint({ ...expired, ...other }), /PUBSUB_SERVICE_ACCOUNT/);
-  assert.match(await hint({ ...elsewhere, ...other }), /PUBSUB_AUDIENCE/);
-  assert.match(await hint(expired), /clock/);
+  assert.match(
+    await hint({ ...expired, ...elsewhere }),
+    /^url: .*PUBSUB_AUDIENCE/,
+  );
+  assert.match(
+    await hint({ ...expired, ...other }),
+    /^account: .*PUBSUB_SERVICE_ACCOUNT/,
+  );
+  // Anyone with a Google account has Google sign a token for any audience
+  // under their own email: that is another account, not another audience.
+  assert.match(
+    await hint({ ...elsewhere, ...other }),
+    /^account: .*PUBSUB_SERVICE_ACCOUNT/,
+  );
+  assert.match(
+    await hint({ ...expired, ...elsewhere, ...other }),
+    /^account: .*PUBSUB_SERVICE_ACCOUNT/,
+  );
+  assert.match(await hint(expired), /^clock: .*clock/);
 });
 
 Deno.test("pubsubVerifier() gives no hint for a token none of Google's keys signed, nor for a header that is no token: a forger's audience or account is not the route's to set", async () => {
