@@ -315,3 +315,48 @@ for (const backend of BACKENDS) {
     }
   });
 }
+
+for (const backend of BACKENDS) {
+  Deno.test(`${backend.name}: two copies of one signed delivery sent at the same instant to one app, counted by the store: one is taken, the other is refused as a replay, and nothing is written twice (the count, the send, the tx)`, async () => {
+    const { store, close } = await backend.open();
+    try {
+      const { app, sender } = await makeApp({
+        deps: { store },
+        scripts: {
+          pi_0001: { sends: [{ txHash: "0xa1" }] },
+          pi_0002: { sends: [{ txHash: "0xa2" }] },
+          pi_0003: { sends: [{ txHash: "0xa3" }] },
+        },
+      });
+      for (const id of ["pi_0001", "pi_0002", "pi_0003"]) {
+        await store.createIntent({ id, state: "authorized", hold: "pending" });
+        const one = { intentId: id, kind: "settle" } as const;
+        // No delivery number: the store counts it, in the claim's commit.
+        const init = await genericRequest(JSON.stringify({ job: one }));
+        const answers = await Promise.all(
+          [0, 1].map(async () => {
+            const res = await app.request("/v1/deliveries", { ...init });
+            const body = await res.json();
+            return `${res.status} ${body.reason ?? body.detail}`;
+          }),
+        );
+        assert.deepEqual(answers.toSorted(), [
+          "401 This signed request was already delivered: a replay is refused. Each delivery must carry a fresh signature.",
+          `503 sent 0xa${id.at(-1)}, waiting for confirmation`,
+        ], id);
+        assert.equal(await store.deliveries(`${id}/settle`, NOW), 1, id);
+        const intent = await store.getIntent(id);
+        assert.equal(intent?.state, "settling", id);
+        assert.deepEqual(intent?.txHashes, [`0xa${id.at(-1)}`], id);
+      }
+      assert.deepEqual(
+        sender.calls.map((call) =>
+          call.method === "send" ? call.intentId : call.method
+        ),
+        ["pi_0001", "pi_0002", "pi_0003"],
+      );
+    } finally {
+      await close();
+    }
+  });
+}
