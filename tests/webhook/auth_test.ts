@@ -649,3 +649,63 @@ Deno.test("pubsubVerifier() gives no hint for a token none of Google's keys sign
     ok: true,
   });
 });
+
+Deno.test("a party without the service's secrets reaches only 'unverified' and 'key' on the generic and QStash verifiers, and with a Google account only 'unverified' and 'account' on Pub/Sub's, whatever the time, URL, audience or claims it signs", async () => {
+  const t = Math.floor(Date.now() / 1000);
+  const times = [t, t - 301, t - 86_400, t + 31, t + 86_400, t * 1000];
+  const kinds = (answers: readonly { ok: boolean; kind?: string }[]) =>
+    [...new Set(answers.map((a) => a.ok ? "taken" : a.kind ?? "unverified"))]
+      .toSorted();
+  // The generic route: made-up MACs and secrets, at every time.
+  const generic = hmacVerifier(SECRET, () => t * 1000);
+  const headers = times.flatMap((timeS) => [
+    `t=${timeS},v1=${"0".repeat(64)}`,
+    hmacSignature("a-secret-a-forger-made-up", body, timeS),
+    hmacSignature(SECRET, `${body} `, timeS), // another body's MAC
+  ]);
+  assert.deepEqual(
+    kinds(
+      headers.flatMap((h) => [generic.precheck(h) ?? {}, generic(body, h)])
+        .filter((a) => "ok" in a) as { ok: boolean; kind?: string }[],
+    ),
+    ["key", "unverified"],
+  );
+  // QStash's routes: tokens under made-up keys, for any URL, time or claims.
+  const qstash = qstashVerifier(QSTASH);
+  const tokens = await Promise.all(
+    [t, t - 3600, t + 3600].flatMap((nowS) =>
+      [QSTASH.url, "https://proxy.example.test/v1/qstash"].flatMap((url) =>
+        ["jwt_made_up", null].map((jti) =>
+          signQStash(body, { key: "sig_a_forger_made_up_0000", url, nowS, jti })
+        )
+      )
+    ),
+  );
+  assert.deepEqual(
+    kinds(await Promise.all(tokens.map((token) => qstash(token, body)))),
+    ["key"],
+  );
+  // Pub/Sub's: Google signs a forger's token for any audience and time,
+  // under the forger's own account; a token under a key not Google's.
+  const google = await fakeGoogle();
+  const forger = await fakeGoogle();
+  const pubsub = pubsubVerifier({
+    audience: PUBSUB.audience,
+    jwks: google.jwks,
+    serviceAccount: PUBSUB.serviceAccount,
+  });
+  const claims = [PUBSUB.audience, "https://elsewhere.example.test/"].flatMap(
+    (aud) =>
+      [{}, { iat: t - 7200, exp: t - 3600 }, { iat: t + 3600 }].map((time) => ({
+        aud,
+        ...time,
+        email: "someone@elsewhere.iam.gserviceaccount.com",
+      })),
+  );
+  const pushes = await Promise.all(
+    [google, forger].flatMap((signer) =>
+      claims.map(async (c) => pubsub(`Bearer ${await signer.token(c)}`))
+    ),
+  );
+  assert.deepEqual(kinds(pushes), ["account", "unverified"]);
+});
