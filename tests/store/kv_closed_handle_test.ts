@@ -12,86 +12,7 @@ import { type KvLike, KvStore } from "../../store/kv.ts";
 import { isNotRead, isNotWritten } from "../../store/_not_written.ts";
 import { closedKv } from "../../store/_closed_kv.ts";
 import { resendingKv } from "./_resending_kv.ts";
-
-const CLOSED_WRITE =
-  'Cannot write to Deno KV as its handle is closed (Deno: "Bad resource ID"): nothing was written. The service closes it as it stops; a running instance takes the queue\'s next delivery.';
-
-const LEASE = { owner: "d-1", ttlMs: 30_000, now: 1 } as const;
-
-/**
- * Each write of a store, on what `seed` made: a settling `pi_1` at
- * `version` with the lease of `LEASE.owner`, an authorized `pi_2` and the
- * dead letter of `pi_2/settle` at `letter`.
- */
-const WRITES: Record<
-  string,
-  (store: KvStore, at: { version: string; letter: string }) => Promise<unknown>
-> = {
-  createIntent: (store) => store.createIntent({ id: "pi_3" }),
-  transition: (store, { version }) =>
-    store.transition("pi_1", {
-      from: "settling",
-      to: "needs_review",
-      version,
-      at: 2,
-    }),
-  beginBroadcast: (store, { version }) =>
-    store.beginBroadcast("pi_1", version, 2, { lease: LEASE }),
-  recordBroadcast: (store, { version }) =>
-    store.recordBroadcast("pi_1", version, {
-      outcome: "sent",
-      txHash: "0xabc",
-      at: 2,
-    }),
-  recordHold: (store) => store.recordHold("pi_3_none"),
-  voidHold: (store) => store.voidHold("pi_2"),
-  captureHold: (store) => store.captureHold("pi_1"),
-  admit: (store) => store.admit({ count: "pi_2/settle", now: 2 }),
-  putDeadLetter: (store) =>
-    store.putDeadLetter({
-      jobId: "pi_1/settle",
-      intentId: "pi_1",
-      deliveries: 3,
-      cause: "exhausted",
-      reason: "no luck after 3 deliveries",
-      resolution: "last broadcast unknown, needs review",
-      lastError: "rpc timeout",
-      poisonedAt: 2,
-    }),
-  releaseLease: (store) => store.releaseLease("pi_1", LEASE.owner),
-  redrive: (store, { letter }) => store.redrive("pi_2/settle", letter),
-};
-
-/** Makes what {@linkcode WRITES} write on, through `store`. */
-async function seed(store: KvStore) {
-  const settling = await store.createIntent({
-    id: "pi_1",
-    state: "settling",
-    hold: "pending",
-    settlingSince: 0,
-  });
-  // Written ahead of a send, its lease kept across it.
-  const leased = await store.beginBroadcast("pi_1", settling.version, 1, {
-    lease: { ...LEASE, keep: true },
-  });
-  await store.createIntent({
-    id: "pi_2",
-    state: "authorized",
-    hold: "pending",
-  });
-  await store.putDeadLetter({
-    jobId: "pi_2/settle",
-    intentId: "pi_2",
-    deliveries: 3,
-    cause: "exhausted",
-    reason: "no luck after 3 deliveries",
-    resolution: "job dropped, intent still authorized",
-    lastError: "not authorized yet",
-    poisonedAt: 1,
-  });
-  const letter = await store.getDeadLetter("pi_2/settle");
-  return { version: leased.version, letter: letter!.version };
-}
+import { kvClosedTests, seed, WRITES } from "./_kv_closed.ts";
 
 Deno.test("KvStore on a closed Deno KV handle: a write says nothing was written, and is marked so; a read says nothing was read", async () => {
   const kv = await Deno.openKv(":memory:");
@@ -162,39 +83,6 @@ Deno.test("a commit in flight as its Deno KV handle closed may have landed: word
   assert.equal(closedKv(new Error("Bad resource ID"), "write"), undefined);
 });
 
-Deno.test("every KvStore write on a Deno KV handle closed under it says nothing was written and is marked so, those that read before they commit too, on a store that saw the intent or another", async () => {
-  for (const [name, write] of Object.entries(WRITES)) {
-    for (const saw of [true, false]) {
-      const kv = await Deno.openKv(":memory:");
-      const at = await seed(new KvStore(kv));
-      // The writer: another instance, which read the intents first (a
-      // delivery write on what it saw commits with no read of its own) or
-      // saw none of it (every write of it reads first).
-      const store = new KvStore(kv);
-      if (saw) {
-        for (const id of ["pi_1", "pi_2"]) await store.getIntent(id);
-      }
-      kv.close();
-      const thrown = await write(store, at).then(() => null, (e) => e);
-      assert.equal(
-        (thrown as Error | null)?.message,
-        CLOSED_WRITE,
-        `${name} (${saw ? "seen" : "unseen"})`,
-      );
-      assert.equal(
-        isNotWritten(thrown),
-        true,
-        `${name} (${saw ? "seen" : "unseen"})`,
-      );
-      assert.equal(
-        isNotRead(thrown),
-        false,
-        `${name} (${saw ? "seen" : "unseen"})`,
-      );
-    }
-  }
-});
-
 Deno.test("a KvStore write whose commit landed, answered as a race lost (a KV Connect client's resend), reads back on a handle closed meanwhile: it may have landed, and is never marked as nothing written", async () => {
   for (const [name, write] of Object.entries(WRITES)) {
     // Refused by the ledger before any commit: no hold to record or capture.
@@ -248,3 +136,10 @@ Deno.test("KvStore.listDeadLetters() on a Deno KV handle closed between its list
     },
   );
 });
+
+kvClosedTests(
+  "KvStore on Deno KV",
+  (path) => Deno.openKv(path),
+  Deno.test,
+  ["Database is closed."],
+);

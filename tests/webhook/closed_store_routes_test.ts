@@ -9,84 +9,10 @@
  */
 
 import assert from "node:assert/strict";
-import { type Job, ScriptedSender, type Store } from "../../mod.ts";
 import { KvStore } from "../../store/kv.ts";
 import { PostgresStore } from "../../store/postgres.ts";
-import { createApp } from "../../webhook/app.ts";
-import { deadLetter } from "../store/_contract.ts";
 import { freshSchema, postgresAvailable, sharedClient } from "../_postgres.ts";
-
-const OPS = "ops-token-for-closed-store-routes";
-
-/**
- * Seeds `store` with an authorized intent and its job's dead letter, closes
- * it with `close`, then asserts what every ops route that reads first says.
- */
-async function assertReadNothing(store: Store, close: () => void) {
-  const intent = await store.createIntent({
-    id: "pi_0001",
-    state: "authorized",
-    hold: "pending",
-  });
-  await store.putDeadLetter(deadLetter("pi_0001/settle", 1));
-  const queued: Job[] = [];
-  const lines: string[] = [];
-  const app = createApp({
-    store,
-    sender: new ScriptedSender({}),
-    opsToken: OPS,
-    log: (line) => void lines.push(line),
-    enqueue: (job) => Promise.resolve(void queued.push(job)),
-    redriveTo: { publish: (job) => Promise.resolve(void queued.push(job)) },
-  });
-  close();
-  const calls: [string, string, string?][] = [
-    ["POST", "/v1/dead-letters/pi_0001/settle/redrive"],
-    ["DELETE", "/v1/dead-letters/pi_0001/settle"],
-    ["GET", "/v1/intents/pi_0001"],
-    ["GET", "/v1/dead-letters"],
-    [
-      "POST",
-      "/v1/intents/pi_0001/resolve",
-      JSON.stringify({
-        to: "failed",
-        version: intent.version,
-        nonceChecked: true,
-      }),
-    ],
-    [
-      "POST",
-      "/v1/jobs",
-      JSON.stringify({
-        intentId: "pi_0001",
-        kind: "settle",
-      }),
-    ],
-  ];
-  for (const [method, path, body] of calls) {
-    const res = await app.request(path, {
-      method,
-      headers: { authorization: `Bearer ${OPS}` },
-      ...(body === undefined ? {} : { body }),
-    });
-    const problem = await res.json();
-    const which = `${method} ${path}: ${problem.detail}`;
-    assert.equal(res.status, 503, which);
-    assert.equal(res.headers.get("retry-after"), "5", which);
-    assert.match(
-      problem.detail,
-      /read nothing and wrote nothing[^]*try again/,
-      which,
-    );
-    assert.doesNotMatch(
-      problem.detail,
-      /may have landed|did not complete|could not reach/,
-      which,
-    );
-  }
-  assert.deepEqual(queued, [], "nothing queued");
-  return lines.join("\n");
-}
+import { assertReadNothing } from "./_closed_store_routes.ts";
 
 Deno.test("the ops routes on a Deno KV handle closed under the store say their read read nothing and wrote nothing: nothing changed, try again", async () => {
   const kv = await Deno.openKv(":memory:");
