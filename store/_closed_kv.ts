@@ -3,9 +3,16 @@
  * and a delivery the drain cut short may still call the store after.
  * Deno answers a call on the closed handle `BadResource: Bad resource ID`
  * before it reaches SQLite, and a commit still in flight as the handle
- * closed `TypeError: Database is closed.`; this words both for an
- * operator. Only the first is nothing written: the second's commit may
- * have reached SQLite before the close.
+ * closed `TypeError: Database is closed.`; `@deno/kv` on Node answers the
+ * first `Error: Cannot call '.getMany' after '.close' is called` (its own
+ * check, before the call leaves JavaScript; `.list`'s is thrown by the
+ * call itself) or, for a call that left JavaScript as the handle closed,
+ * its addon's `Error: db not found` (its look-up of the database, before
+ * SQLite), and the second its addon's `Error: Database is closed.` (both
+ * with `code` `"GenericFailure"`, and Rust's backtrace after the words
+ * when `RUST_BACKTRACE` is set). This words each for an operator, quoting
+ * the words without a backtrace. Only the first kind is nothing written:
+ * the second's commit may have reached SQLite before the close.
  *
  * @module
  */
@@ -41,11 +48,12 @@ export function closedKv(
   call: "read" | "write",
 ): Error | undefined {
   if (!(error instanceof Error)) return undefined;
-  if (error.name === "BadResource" && error.message === "Bad resource ID") {
+  const before = closedBefore(error);
+  if (before !== undefined) {
     const refused = new Error(
       `Cannot ${
         call === "read" ? "read" : "write to"
-      } Deno KV as its handle is closed (Deno: "Bad resource ID"): ${
+      } Deno KV as its handle is closed (${before}): ${
         call === "read" ? "nothing was read" : "nothing was written"
       }. The service closes it as it stops; a running instance takes the queue's next delivery.`,
       { cause: error },
@@ -54,13 +62,54 @@ export function closedKv(
     CLOSED_READS.add(refused);
     return refused;
   }
-  if (call === "write" && error.message === "Database is closed.") {
+  const words = addonWords(error);
+  const under = words === "Database is closed."
+    ? `@deno/kv: "Database is closed."`
+    : words === undefined && error.message === "Database is closed."
+    ? `Deno: "Database is closed."`
+    : undefined;
+  if (call === "write" && under !== undefined) {
     return new Error(
-      `Cannot finish the write as Deno KV was closed under it (Deno: "Database is closed."): it may have landed or not. The service closes it as it stops; a running instance takes the queue's next delivery, which reads the record again.`,
+      `Cannot finish the write as Deno KV was closed under it (${under}): it may have landed or not. The service closes it as it stops; a running instance takes the queue's next delivery, which reads the record again.`,
       { cause: error },
     );
   }
   return undefined;
+}
+
+/** `@deno/kv`'s words for a call on a closed handle, before it sends anything. */
+const CLOSED_CALL =
+  /^Cannot call '\.(?:get|getMany|list|commit|enqueue|set|delete)' after '\.close' is called$/;
+
+/**
+ * Who refused a call on a closed handle before it reached the database,
+ * and in which words (`Deno: "Bad resource ID"`); `undefined` for any
+ * other error.
+ */
+function closedBefore(error: Error): string | undefined {
+  if (error.name === "BadResource" && error.message === "Bad resource ID") {
+    return `Deno: "Bad resource ID"`;
+  }
+  if (error.name === "Error" && CLOSED_CALL.test(error.message)) {
+    return `@deno/kv: "${error.message}"`;
+  }
+  // The addon finds no database for the handle: closed before the call
+  // looked it up, so the call never reached SQLite.
+  if (addonWords(error) === "db not found") return `@deno/kv: "db not found"`;
+  return undefined;
+}
+
+/**
+ * The words of an error from `@deno/kv`'s addon on Node, without the
+ * backtrace Rust adds after them (`"\n\nStack backtrace:\n…"`) when
+ * `RUST_BACKTRACE` is set; `undefined` for any other error.
+ */
+function addonWords(error: Error): string | undefined {
+  if ((error as { code?: unknown }).code !== "GenericFailure") {
+    return undefined;
+  }
+  const at = error.message.indexOf("\n\nStack backtrace:\n");
+  return at === -1 ? error.message : error.message.slice(0, at);
 }
 
 /**

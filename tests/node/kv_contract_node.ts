@@ -4,7 +4,9 @@
  * `deno task node-check` bundles this file, and over `openKv` on a SQLite
  * file (what docs/api.md's Node setup opens), which must keep what it wrote
  * across a reopen; then writes carrying give-up marks against `@deno/kv`'s
- * 10 checks a commit.
+ * 10 checks a commit; then `KvStore` and the ops routes on a handle
+ * closed under them, which `@deno/kv` answers in its own words, not
+ * Deno's.
  *
  * @module
  */
@@ -18,6 +20,8 @@ import { KvStore } from "../../store/kv.ts";
 import { storeContract } from "../store/_contract.ts";
 import { hookedKvStore } from "../store/_hooked_kv.ts";
 import { kvMarksTests } from "../store/_kv_marks.ts";
+import { kvClosedTests } from "../store/_kv_closed.ts";
+import { assertReadNothing } from "../webhook/_closed_store_routes.ts";
 import { runner } from "./_runner.ts";
 
 const { test } = await runner();
@@ -68,3 +72,21 @@ test({
   }
 });
 kvMarksTests("KvStore on Node (@deno/kv)", () => openKv(":memory:"), test);
+kvClosedTests(
+  "KvStore on Node (@deno/kv)",
+  (path) => openKv(path),
+  test,
+  // Its addon's, for a commit that met the handle closed as it looked the
+  // database up (nothing sent), and one whose database closed under it.
+  ["db not found", "Database is closed."],
+);
+test({
+  name:
+    "the ops routes on a @deno/kv handle closed under the store say their read read nothing and wrote nothing: nothing changed, try again",
+  ignore: false,
+}, async () => {
+  const kv = await openKv(":memory:");
+  const log = await assertReadNothing(new KvStore(kv), () => kv.close());
+  // The log says why: the handle is closed.
+  assert.match(log, /handle is closed/);
+});

@@ -81,6 +81,21 @@ Deno.test("a commit in flight as its Deno KV handle closed may have landed: word
   assert.equal(isNotWritten(error), false);
   assert.equal(closedKv(thrown, "read"), undefined);
   assert.equal(closedKv(new Error("Bad resource ID"), "write"), undefined);
+  // @deno/kv's words on Node are taken only whole, and its addon's only
+  // with the addon's code: nothing else is called nothing written.
+  const addon = (message: string) =>
+    Object.assign(new Error(message), { code: "GenericFailure" });
+  for (
+    const other of [
+      new Error("db not found"),
+      addon("db not found for tenant 7"),
+      new Error("Cannot call '.close' after '.close' is called"),
+      new Error("Cannot call '.commit' after '.close' is called, twice"),
+      addon("Database is closed. Again"),
+    ]
+  ) {
+    assert.equal(closedKv(other, "write"), undefined, other.message);
+  }
 });
 
 Deno.test("a KvStore write whose commit landed, answered as a race lost (a KV Connect client's resend), reads back on a handle closed meanwhile: it may have landed, and is never marked as nothing written", async () => {
