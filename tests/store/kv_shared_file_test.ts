@@ -15,6 +15,7 @@
 import assert from "node:assert/strict";
 import { ReplayError } from "../../mod.ts";
 import { KvStore } from "../../store/kv.ts";
+import { kvSharedFileTests } from "./_kv_shared_file.ts";
 
 const NOW = 1_790_000_000_000;
 
@@ -32,34 +33,6 @@ async function sharedFile(handles: number) {
     },
   };
 }
-
-Deno.test("KvStore: two handles on one SQLite file count every delivery of shared jobs, none refused as a locked database", async () => {
-  await using shared = await sharedFile(2);
-  const JOBS = 8;
-  const ROUNDS = 25;
-  const COPIES = 4;
-  const errors: string[] = [];
-  await Promise.all(shared.stores.map(async (store) => {
-    for (let round = 0; round < ROUNDS; round++) {
-      await Promise.all(
-        Array.from({ length: JOBS * COPIES }, async (_, i) => {
-          try {
-            await store.admit({ count: `pi_${i % JOBS}/settle`, now: NOW });
-          } catch (error) {
-            errors.push(String(error));
-          }
-        }),
-      );
-    }
-  }));
-  assert.deepEqual(errors.slice(0, 3), [], `${errors.length} refused`);
-  for (let j = 0; j < JOBS; j++) {
-    assert.equal(
-      await shared.stores[0]!.deliveries(`pi_${j}/settle`),
-      2 * ROUNDS * COPIES,
-    );
-  }
-});
 
 Deno.test("KvStore: two handles on one SQLite file each write ahead and record their own intents, none refused as a locked database", async () => {
   await using shared = await sharedFile(2);
@@ -137,3 +110,10 @@ Deno.test("KvStore: one signed request delivered at once through two handles on 
     assert.equal(await a.deliveries(`pi_${round}/settle`), 1);
   }
 });
+
+kvSharedFileTests(
+  "KvStore on Deno KV",
+  (path) => Deno.openKv(path),
+  Deno.test,
+  25,
+);
