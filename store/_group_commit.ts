@@ -426,8 +426,10 @@ export async function whileLocked<T>(
 
 /**
  * Whether Deno KV refused a commit as its SQLite file was locked by
- * another handle (SQLITE_BUSY): a `TypeError` "database is locked",
- * raised before the commit wrote anything. denokv's SQLite back-end runs
+ * another handle (SQLITE_BUSY): a `TypeError` "database is locked" on
+ * Deno, an `Error` with `code` `"GenericFailure"` from `@deno/kv`'s addon
+ * on Node (the same back-end, Rust's backtrace after the words when
+ * `RUST_BACKTRACE` is set), raised before the commit wrote anything. denokv's SQLite back-end runs
  * the commit in a deferred transaction: its checks read, then its first
  * write (the bump of the data version) asks for the write lock, and only
  * that step can meet SQLITE_BUSY (a transaction that holds the lock is
@@ -435,8 +437,10 @@ export async function whileLocked<T>(
  * denokv answers the commit with that error without writing the rest, so
  * nothing of it landed.
  */
-function isLocked(error: unknown): error is TypeError {
-  return error instanceof TypeError &&
+function isLocked(error: unknown): error is Error {
+  return (error instanceof TypeError ||
+    error instanceof Error &&
+      (error as { code?: unknown }).code === "GenericFailure") &&
     /^database is locked\b/.test(error.message);
 }
 
