@@ -17,8 +17,9 @@
  * `openKv(":memory:")` and over `openKv` on a SQLite file (kept across a
  * reopen) from the npm package `@deno/kv` (the version
  * `deno.json` pins, installed into the cache outside the repository),
- * with `KvStore` and the ops routes on a handle closed under them (which
- * `@deno/kv` answers in its own words, not Deno's), and
+ * with `KvStore` and the ops routes on a handle closed under them, and
+ * two handles on one SQLite file (which `@deno/kv` answers in its own
+ * words, not Deno's), and
  * against `PostgresStore` over the npm client `postgres` (bundled in) on a
  * real PostgreSQL server it starts once for every Node (Debian's
  * `postgresql` binaries; where they are missing it says so, and under
