@@ -123,3 +123,25 @@ export function clientTls(
     },
   };
 }
+
+/**
+ * The address a client's TLS refusal `error` should have checked the
+ * server against, where the runtime checked it against `localhost`
+ * instead (`ERR_TLS_CERT_ALTNAME_INVALID` for the host `localhost`) and
+ * the client's hosts `hosts` (postgres.js's `options.host`) name an IPv4
+ * address: postgres.js 3.4.9 gave TLS no server name for it. `undefined`
+ * for any other error or hosts.
+ */
+export function checkedAgainstLocalhost(
+  error: unknown,
+  hosts: unknown,
+): string | undefined {
+  const { code, host } = (error ?? {}) as { code?: unknown; host?: unknown };
+  if (code !== "ERR_TLS_CERT_ALTNAME_INVALID" || host !== "localhost") {
+    return undefined;
+  }
+  const named = Array.isArray(hosts) ? hosts : [hosts];
+  return named.find((name): name is string =>
+    typeof name === "string" && IPV4.test(name)
+  );
+}

@@ -73,6 +73,7 @@ import { reserveInTurn } from "./_reserve_turns.ts";
 import { heldBySession } from "./_held_lock.ts";
 import { notRead, notWritten } from "./_not_written.ts";
 import { schemaBehind } from "./_schema_behind.ts";
+import { checkedAgainstLocalhost } from "./_postgres_tls.ts";
 import {
   marked,
   neverResent,
@@ -928,6 +929,18 @@ export class PostgresStore implements Store {
         code?: unknown;
         message?: unknown;
       };
+      // A client of one's own at an IP address without clientTls(): the
+      // runtime's words ("Host: localhost. is not cert's CN") name neither
+      // the cause nor the cure.
+      const address = checkedAgainstLocalhost(error, this.#sql.options?.host);
+      if (address !== undefined) {
+        throw new Error(
+          `Cannot migrate the PostgreSQL schema "${this.#schema}" as the server's TLS certificate was checked against localhost, not ${address} (${
+            oneLine(String(message))
+          }): postgres.js gives TLS no server name for a host given as an IP address. Give the client ssl: clientTls(config.database) from @relayer/poison/postgres (config.database is loadConfig's reading of DATABASE_URL; { url, ssl: "verify-full" } for a URL of your own), which checks the certificate against ${address}, an IP entry of its subject alternative names; or connect by a name the certificate holds`,
+          { cause: error },
+        );
+      }
       if (code !== "57014" || !/statement timeout/.test(String(message))) {
         throw error;
       }

@@ -1,0 +1,81 @@
+/**
+ * A client of one's own, made as the docs' short examples make it
+ * (`postgres(url)`, no `ssl: clientTls(…)`), at a server named by IP
+ * address over verified TLS: postgres.js 3.4.9 gives TLS no server name
+ * for an address, so the runtime checks the certificate against
+ * `localhost`. `migrate()`, a service's first call, says so and what to
+ * give the client, where it passed on the runtime's words alone ("Host:
+ * localhost. is not cert's CN: 127.0.0.1"), which name neither.
+ *
+ * @module
+ */
+import assert from "node:assert/strict";
+import postgres from "postgres";
+import { clientTls, PostgresStore } from "../../store/postgres.ts";
+import { startPostgres } from "../../support/postgres_server.ts";
+import { testCertificates } from "../../support/test_tls.ts";
+import { postgresAvailable, suitesAvailable } from "../_postgres.ts";
+import { timeout } from "../_timeout.ts";
+
+const tlsAvailable: boolean = postgresAvailable &&
+  suitesAvailable(
+    await new Deno.Command("openssl", { args: ["version"], stdout: "null" })
+      .output().then(() => true, () => false),
+    "the PostgreSQL TLS tests",
+    "no openssl on the PATH",
+    "apt-get install openssl",
+  );
+
+Deno.test({
+  name:
+    "migrate() on a client at an IP address whose TLS checked the certificate against localhost names clientTls(), and migrates once given it",
+  ignore: !tlsAvailable,
+  fn: timeout(60_000, async () => {
+    // The certificate names the address alone, as a managed database's
+    // private address would have it.
+    const certificates = await testCertificates(["127.0.0.1"]);
+    const server = await startPostgres({ tls: certificates });
+    try {
+      const url = `${server.url}?sslmode=verify-full`;
+      assert.equal(new URL(url).hostname, "127.0.0.1");
+      // The CA as the process trusts it: DENO_CERT or NODE_EXTRA_CA_CERTS
+      // in a service; here, in process, postgres.js's TLS options.
+      const ca = await Deno.readTextFile(certificates.caFile);
+      const plain = postgres(url, { max: 1, ssl: { ca }, onnotice: () => {} });
+      try {
+        await assert.rejects(new PostgresStore(plain).migrate(), (error) => {
+          assert.ok(error instanceof Error);
+          assert.match(
+            error.message,
+            /^Cannot migrate the PostgreSQL schema "relayer" as the server's TLS certificate was checked against localhost, not 127\.0\.0\.1 \(Hostname\/IP does not match certificate's altnames: Host: localhost\. is not cert's CN: 127\.0\.0\.1\): postgres\.js gives TLS no server name for a host given as an IP address\. Give the client ssl: clientTls\(/,
+          );
+          assert.equal(
+            (error.cause as { code?: string }).code,
+            "ERR_TLS_CERT_ALTNAME_INVALID",
+          );
+          return true;
+        });
+      } finally {
+        await plain.end();
+      }
+      // What the message says to give: the check against the address.
+      const checked = clientTls({ url, ssl: "verify-full" });
+      assert.equal(typeof checked, "object");
+      const given = postgres(url, {
+        max: 1,
+        ssl: { ca, ...(checked as object) },
+        onnotice: () => {},
+      });
+      const store = new PostgresStore(given);
+      try {
+        await store.migrate();
+      } finally {
+        store.close();
+        await given.end();
+      }
+    } finally {
+      await server.stop();
+      await certificates.remove();
+    }
+  }),
+});
