@@ -353,7 +353,7 @@ const GUARD = "in_write_only";
 const MARK_TEXT = WRITE_MARK.trimEnd();
 
 /** The store's tables, each of which it must see every row of, and each guarded. */
-const TABLES = [
+export const TABLES = [
   "intents",
   "holds",
   "leases",
@@ -361,6 +361,17 @@ const TABLES = [
   "claims",
   "dead_letters",
 ] as const;
+
+/**
+ * The statement that empties the store's tables in `schema` (a checked
+ * identifier), and leaves them migrated: what a refused move says to run
+ * where nothing in the schema is needed. `TRUNCATE` refuses a table
+ * another table's foreign key names, where `DROP SCHEMA … CASCADE` would
+ * drop that key, or a view of one's own, with it.
+ */
+export function emptying(schema: string): string {
+  return `TRUNCATE ${TABLES.map((table) => `${schema}.${table}`).join(", ")}`;
+}
 
 /**
  * `what` when row-level security applies to this role on `table` (an

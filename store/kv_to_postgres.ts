@@ -39,6 +39,7 @@ import type { KvKey, KvLike } from "./kv.ts";
 import type { PostgresClient } from "./postgres.ts";
 import {
   DURABLE_COMMIT,
+  emptying,
   migrated,
   readOnlyReason,
   SCHEMA_NAME,
@@ -232,7 +233,8 @@ const ISOLATION = "isolation level read committed";
  * at Deno KV after the commit found a record written after the copy began
  * (behind the last look before the commit): an instance still runs, and
  * the schema lacks what it wrote. Do not switch to it: stop every
- * instance on Deno KV, empty the schema and run the move again.
+ * instance on Deno KV, empty the schema (the `TRUNCATE` its message
+ * gives) and run the move again.
  * @throws {TypeError} If an option is invalid, or Deno KV holds a record
  * this store does not write or cannot be kept in PostgreSQL. Nothing was
  * moved.
@@ -603,7 +605,9 @@ export async function moveKvToPostgres(
     throw new WrittenAfterMoveError(
       `The move into schema ${schema} committed, but Deno KV's ${
         JSON.stringify(since, keyPart)
-      } was written after the move's last look at it: an instance of the service (or a queue consumer) still writes Deno KV, and the schema does not hold what it wrote (a tx sent, a hold moved). Do not switch the service to PostgreSQL: switched as it is, it could send again or void a hold a tx spends. Stop every instance on Deno KV, empty the schema and run the move again.`,
+      } was written after the move's last look at it: an instance of the service (or a queue consumer) still writes Deno KV, and the schema does not hold what it wrote (a tx sent, a hold moved). Do not switch the service to PostgreSQL: switched as it is, it could send again or void a hold a tx spends. Stop every instance on Deno KV, empty the schema (${
+        emptying(schema)
+      }) and run the move again.`,
       report,
     );
   }
@@ -617,7 +621,7 @@ export async function moveKvToPostgres(
  * the service still writes Deno KV, and the schema lacks what it wrote.
  * The schema holds the move as `report` says, without that write: do not
  * switch the service to it; stop every instance on Deno KV, empty the
- * schema and move again.
+ * schema (the `TRUNCATE` the message gives) and move again.
  *
  * @example Tell a move that committed without a write from one that moved
  * ```ts
@@ -891,12 +895,16 @@ async function refuseNonEmpty(
       held.join(", ")
     }: a move goes into an empty schema only. ${
       since !== undefined
-        ? `But Deno KV was written after these rows were: ${since}. An instance ran on Deno KV after a move (or this schema holds another store): switched to PostgreSQL as it is, the service would lose what was written there (a tx sent, a hold moved), and could send again or void a hold a tx spends. Stop every instance on Deno KV; if none ran on PostgreSQL since, empty this schema and run the move again, else set those intents right on PostgreSQL by hand from Deno KV. Nothing was moved.`
+        ? `But Deno KV was written after these rows were: ${since}. An instance ran on Deno KV after a move (or this schema holds another store): switched to PostgreSQL as it is, the service would lose what was written there (a tx sent, a hold moved), and could send again or void a hold a tx spends. Stop every instance on Deno KV; if none ran on PostgreSQL since, empty this schema (${
+          emptying(schema)
+        }) and run the move again, else set those intents right on PostgreSQL by hand from Deno KV. Nothing was moved.`
         : `${
           kept === undefined
             ? "If an earlier move committed, it is done: switch the service to PostgreSQL. Otherwise move"
             : `But no move of this store committed here: it holds none of its intents (${kept} among them), so something else wrote those rows (a service started on this schema writes a count at its first readiness probe). Stop it, then move`
-        } into a new schema (the schema option, migrated first), or empty this one if nothing in it is needed. Nothing was moved.`
+        } into a new schema (the schema option, migrated first), or empty this one if nothing in it is needed (${
+          emptying(schema)
+        }). Nothing was moved.`
     }`,
     { refused: true },
   );

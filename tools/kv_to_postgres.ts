@@ -89,8 +89,8 @@ export function forTheTask(message: string): string {
   // Both refusals of a schema holding rows end so ("Otherwise move …", and
   // "Stop it, then move …" when something else wrote them).
   return message.replace(
-    "move into a new schema (the schema option, migrated first), or empty this one if nothing in it is needed.",
-    "point DATABASE_URL at another database (the service and this task use its schema relayer), or empty this schema if nothing in it is needed.",
+    "move into a new schema (the schema option, migrated first), or empty this one if nothing in it is needed",
+    "point DATABASE_URL at another database (the service and this task use its schema relayer), or empty this schema if nothing in it is needed",
   );
 }
 

@@ -495,6 +495,19 @@ Deno.test({
         String(created?.message),
         /But Deno KV was written after these rows were: intent pi_0new is not there\. /,
       );
+      // What to run to empty it, in the schema of the move.
+      const schema = /^Cannot move into schema (\w+) /.exec(created.message)
+        ?.[1];
+      assert.ok(schema, created.message);
+      assert.ok(
+        created.message.includes(
+          `if none ran on PostgreSQL since, empty this schema (TRUNCATE ${
+            ["intents", "holds", "leases", "counters", "claims", "dead_letters"]
+              .map((table) => `${schema}.${table}`).join(", ")
+          }) and run the move again`,
+        ),
+        created.message,
+      );
     }),
 });
 
@@ -1001,7 +1014,7 @@ for (const when of ["during", "after"] as const) {
         );
         assert.match(
           outcome.message,
-          /empty the schema and run the move again/,
+          /empty the schema \(TRUNCATE (\w+)\.intents, \1\.holds, \1\.leases, \1\.counters, \1\.claims, \1\.dead_letters\) and run the move again/,
         );
         assert.doesNotMatch(outcome.message, /Nothing was moved/);
         // Deno KV holds the tx; the schema, as committed, does not.
