@@ -42,6 +42,7 @@ import {
 } from "./store/_postgres_socket.ts";
 import { type KvAtomic, type KvKey, type KvLike, KvStore } from "./store/kv.ts";
 import { whileLocked } from "./store/_group_commit.ts";
+import { tlsRefusalOf } from "./store/_postgres_tls.ts";
 import { messageOf, secretMasker } from "./policy/_walk.ts";
 import { formatDuration } from "./policy/format_duration.ts";
 import {
@@ -876,7 +877,9 @@ async function openPostgres(
     // Its connections' own timers end with their sockets, which a busy
     // connection's end leaves open a moment longer.
     await socket.closed(SOCKETS_CLOSED_MS);
-    const message = messageOf(error);
+    // The runtime's words for a TLS refusal, which openHint reads: not the
+    // store's, which names Node's setting too.
+    const message = messageOf(tlsRefusalOf(error));
     throw new ConfigError(
       "DATABASE_URL",
       `DATABASE_URL: cannot open ${database.description}: ${message}${

@@ -145,3 +145,38 @@ export function checkedAgainstLocalhost(
     typeof name === "string" && IPV4.test(name)
   );
 }
+
+// What Node's and Deno's TLS (and Bun's) call a certificate whose chain
+// ends at no CA the process trusts.
+const UNTRUSTED = new Set([
+  "UNABLE_TO_VERIFY_LEAF_SIGNATURE",
+  "UNABLE_TO_GET_ISSUER_CERT",
+  "UNABLE_TO_GET_ISSUER_CERT_LOCALLY",
+  "SELF_SIGNED_CERT_IN_CHAIN",
+  "DEPTH_ZERO_SELF_SIGNED_CERT",
+  "CERT_UNTRUSTED",
+]);
+
+/**
+ * Whether `error` is a TLS refusal of a server certificate that does not
+ * chain to a CA the process trusts, by its code.
+ */
+export function untrustedChain(error: unknown): boolean {
+  const { code } = (error ?? {}) as { code?: unknown };
+  return typeof code === "string" && UNTRUSTED.has(code);
+}
+
+/**
+ * The runtime's own TLS refusal under `error`, where `error` is one that
+ * `PostgresStore.migrate()` said in its words (its `cause`: a certificate
+ * checked against `localhost`, or one that chains to no trusted CA), else
+ * `error`: for a caller that says the refusal in words of its own
+ * (`main.ts` names `DENO_CERT`, where the store names Node's setting too).
+ */
+export function tlsRefusalOf(error: unknown): unknown {
+  const cause = (error as { cause?: unknown } | null)?.cause;
+  const { code } = (cause ?? {}) as { code?: unknown };
+  return untrustedChain(cause) || code === "ERR_TLS_CERT_ALTNAME_INVALID"
+    ? cause
+    : error;
+}

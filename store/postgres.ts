@@ -73,7 +73,7 @@ import { reserveInTurn } from "./_reserve_turns.ts";
 import { heldBySession } from "./_held_lock.ts";
 import { notRead, notWritten } from "./_not_written.ts";
 import { schemaBehind } from "./_schema_behind.ts";
-import { checkedAgainstLocalhost } from "./_postgres_tls.ts";
+import { checkedAgainstLocalhost, untrustedChain } from "./_postgres_tls.ts";
 import {
   marked,
   neverResent,
@@ -938,6 +938,14 @@ export class PostgresStore implements Store {
           `Cannot migrate the PostgreSQL schema "${this.#schema}" as the server's TLS certificate was checked against localhost, not ${address} (${
             oneLine(String(message))
           }): postgres.js gives TLS no server name for a host given as an IP address. Give the client ssl: clientTls(config.database) from @relayer/poison/postgres (config.database is loadConfig's reading of DATABASE_URL; { url, ssl: "verify-full" } for a URL of your own), which checks the certificate against ${address}, an IP entry of its subject alternative names; or connect by a name the certificate holds`,
+          { cause: error },
+        );
+      }
+      if (untrustedChain(error)) {
+        throw new Error(
+          `Cannot migrate the PostgreSQL schema "${this.#schema}" as the server's TLS certificate does not chain to a CA this process trusts (${
+            oneLine(String(message))
+          }): give the process the CA that signed it (a managed database's own, such as Amazon RDS's bundle), with DENO_CERT=<file> on Deno, or NODE_EXTRA_CA_CERTS=<file> on Node and Bun`,
           { cause: error },
         );
       }

@@ -41,6 +41,7 @@ import { clientTls, PostgresStore } from "../store/postgres.ts";
 import type { KvLike } from "../store/kv.ts";
 import { openHint, remoteKvRefusal, withoutToken } from "../main.ts";
 import { wordsOf } from "../policy/_walk.ts";
+import { tlsRefusalOf } from "../store/_postgres_tls.ts";
 import { clockSkew, ConfigError, databaseUrl } from "../webhook/config.ts";
 import { refuseNoFile, refuseNotAStore } from "../webhook/_kv_file.ts";
 import {
@@ -262,7 +263,10 @@ export async function main(
       // store's calls use, said as the service says it at start (one line
       // naming DATABASE_URL, what to do where the error says, without the
       // URL: it holds the password).
-      const message = error instanceof Error ? wordsOf(error) : String(error);
+      const refusal = tlsRefusalOf(error); // the runtime's, which openHint reads
+      const message = refusal instanceof Error
+        ? wordsOf(refusal)
+        : String(refusal);
       console.error(
         `DATABASE_URL: cannot open ${database.description}: ${message}${
           openHint(message, database.sslnegotiation === "direct")

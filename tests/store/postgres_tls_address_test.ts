@@ -5,7 +5,10 @@
  * for an address, so the runtime checks the certificate against
  * `localhost`. `migrate()`, a service's first call, says so and what to
  * give the client, where it passed on the runtime's words alone ("Host:
- * localhost. is not cert's CN: 127.0.0.1"), which name neither.
+ * localhost. is not cert's CN: 127.0.0.1"), which name neither. So does
+ * a server whose certificate does not chain to a CA the process trusts:
+ * where to give the CA ("unable to verify the first certificate" said
+ * nothing of it).
  *
  * @module
  */
@@ -28,7 +31,7 @@ const tlsAvailable: boolean = postgresAvailable &&
 
 Deno.test({
   name:
-    "migrate() on a client at an IP address whose TLS checked the certificate against localhost names clientTls(), and migrates once given it",
+    "migrate() on a client at an IP address whose TLS checked the certificate against localhost names clientTls(), on one without the CA names DENO_CERT and NODE_EXTRA_CA_CERTS, and migrates once given both",
   ignore: !tlsAvailable,
   fn: timeout(60_000, async () => {
     // The certificate names the address alone, as a managed database's
@@ -57,6 +60,28 @@ Deno.test({
         });
       } finally {
         await plain.end();
+      }
+      // Without the CA, as a process that was not given DENO_CERT or
+      // NODE_EXTRA_CA_CERTS: the runtime's words name neither.
+      const untrusted = postgres(url, { max: 1, onnotice: () => {} });
+      try {
+        await assert.rejects(
+          new PostgresStore(untrusted).migrate(),
+          (error) => {
+            assert.ok(error instanceof Error);
+            assert.match(
+              error.message,
+              /^Cannot migrate the PostgreSQL schema "relayer" as the server's TLS certificate does not chain to a CA this process trusts \(unable to verify the first certificate\): give the process the CA that signed it \(a managed database's own, such as Amazon RDS's bundle\), with DENO_CERT=<file> on Deno, or NODE_EXTRA_CA_CERTS=<file> on Node and Bun$/,
+            );
+            assert.equal(
+              (error.cause as { code?: string }).code,
+              "UNABLE_TO_VERIFY_LEAF_SIGNATURE",
+            );
+            return true;
+          },
+        );
+      } finally {
+        await untrusted.end();
       }
       // What the message says to give: the check against the address.
       const checked = clientTls({ url, ssl: "verify-full" });

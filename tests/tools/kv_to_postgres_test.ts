@@ -567,7 +567,7 @@ Deno.test({
 
 Deno.test({
   name:
-    "deno task kv-to-postgres checks the certificate of a server DATABASE_URL names by IP address against that address with ?sslmode=verify-full, as the service does",
+    "deno task kv-to-postgres checks the certificate of a server DATABASE_URL names by IP address against that address with ?sslmode=verify-full, as the service does, and without its CA names DENO_CERT in one line",
   ignore: !postgresAvailable,
   fn: async () => {
     // A certificate that names the address alone: postgres.js gives TLS no
@@ -584,6 +584,17 @@ Deno.test({
       });
       const url = new URL(server.url);
       assert.equal(url.hostname, "127.0.0.1");
+      // Without the CA: one line naming DENO_CERT, in the service's words,
+      // the runtime's first (not the store's, which names Node's too).
+      const untrusted = await runMove({
+        KV_PATH: path,
+        DATABASE_URL: `${url.href}?sslmode=verify-full`,
+      }, dir);
+      assert.equal(untrusted.code, 2, untrusted.err);
+      assert.match(
+        untrusted.err,
+        /^DATABASE_URL: cannot open PostgreSQL 127\.0\.0\.1:\d+\/postgres, TLS, server verified \(sslmode=verify-full\): unable to verify the first certificate \(the server's TLS certificate does not chain to a CA this process trusts, or names another host: give Deno the CA with DENO_CERT=<file>, and connect by a name the certificate holds\)\n$/,
+      );
       const moved = await runMove({
         KV_PATH: path,
         DATABASE_URL: `${url.href}?sslmode=verify-full`,
