@@ -13,6 +13,7 @@ import { createApp } from "../../webhook/app.ts";
 import { MemoryStore, ScriptedSender } from "../../mod.ts";
 import {
   envelope,
+  failureCallback,
   fakeGoogle,
   PUBSUB,
   QSTASH,
@@ -551,4 +552,72 @@ Deno.test("createApp() logs the sender's own X-Signature out of time, or in mill
     lines[3]!,
     /^relayer POST \/v1\/deliveries refused 401 \(50 refused for a missing or unverified credential since the last such line\): The X-Signature timestamp is more than 5 minutes old/,
   );
+});
+
+Deno.test("createApp() logs QStash's failure callback, a QStash delivery over the size limit and a replay, each refused in a minute a forger's unsigned request began on its route, by their own kind", async () => {
+  const lines: string[] = [];
+  const now = { ms: 1_764_504_000_000 };
+  const webhook = app(now, lines);
+  const post = async (
+    path: string,
+    body: string,
+    headers: Record<string, string> = {},
+  ) => {
+    const res = await webhook.request(path, { method: "POST", body, headers });
+    await res.body?.cancel();
+    return res.status;
+  };
+  const proxy = "https://proxy.example.test/v1/qstash";
+  // The failure callback, for the URL QStash calls behind a proxy.
+  const callback = failureCallback(job);
+  assert.equal(await post("/v1/qstash/failed", callback), 401);
+  const elsewhere = await signQStash(callback, { url: `${proxy}/failed` });
+  assert.equal(
+    await post("/v1/qstash/failed", callback, {
+      "upstash-signature": elsewhere,
+    }),
+    401,
+  );
+  // A delivery over the 64 KiB limit: its token is checked before its body.
+  const long = JSON.stringify({ ...job, note: "x".repeat(70_000) });
+  assert.equal(await post("/v1/qstash", long), 401);
+  const longElsewhere = await signQStash(long, { url: proxy });
+  assert.equal(
+    await post("/v1/qstash", long, { "upstash-signature": longElsewhere }),
+    401,
+  );
+  // A generic delivery taken, then sent again after a forger's.
+  const body = JSON.stringify({ job });
+  const signature = signHmac(SECRET, body, now.ms / 1000);
+  assert.equal(
+    await post("/v1/deliveries", body, { "x-signature": signature }),
+    200,
+  );
+  assert.equal(await post("/v1/deliveries", body), 401);
+  assert.equal(
+    await post("/v1/deliveries", body, { "x-signature": signature }),
+    401,
+  );
+  const refused = lines.filter((line) => / refused 401: /.test(line));
+  assert.deepEqual(
+    refused.map((line) => line.split(" refused 401: ")[0]),
+    [
+      "relayer POST /v1/qstash/failed",
+      "relayer POST /v1/qstash/failed",
+      "relayer POST /v1/qstash",
+      "relayer POST /v1/qstash",
+      "relayer POST /v1/deliveries",
+      "relayer POST /v1/deliveries",
+    ],
+    refused.join("\n"),
+  );
+  assert.match(
+    refused[1]!,
+    /signed for https:\/\/proxy\.example\.test\/v1\/qstash\/failed/,
+  );
+  assert.match(
+    refused[3]!,
+    /signed for https:\/\/proxy\.example\.test\/v1\/qstash,/,
+  );
+  assert.match(refused[5]!, /already delivered: a replay is refused/);
 });
