@@ -426,7 +426,7 @@ Deno.test("createApp() logs a QStash token ours for another URL, or out of time 
   ]);
 });
 
-Deno.test("createApp() logs a Google-signed push for another audience, or out of time, in a minute a forger's push began", async () => {
+Deno.test("createApp() logs a Google-signed push for another audience or service account, or out of time, in a minute a forger's push began", async () => {
   const google = await fakeGoogle();
   const forger = await fakeGoogle();
   const lines: string[] = [];
@@ -454,9 +454,13 @@ Deno.test("createApp() logs a Google-signed push for another audience, or out of
   await push(await google.token({ aud: elsewhere }));
   const nowS = Math.floor(Date.now() / 1000);
   await push(await google.token({ iat: nowS - 7200, exp: nowS - 3600 }));
-  assert.equal(lines.length, 3, lines.join("\n"));
+  // Another account's token for this audience: anyone can ask Google.
+  const other = "someone-else@elsewhere.iam.gserviceaccount.com";
+  await push(await google.token({ email: other }));
+  assert.equal(lines.length, 4, lines.join("\n"));
   assert.match(lines[1]!, /PUBSUB_AUDIENCE/);
   assert.match(lines[2]!, /this server's clock is off/);
+  assert.match(lines[3]!, /PUBSUB_SERVICE_ACCOUNT/);
 });
 
 Deno.test("createApp() logs a wrong secret, a timestamp in milliseconds or out of time on POST /v1/deliveries in a minute a forger's unsigned request began, and a flood of forgeries of every shape and size writes a line per kind at most", async () => {
@@ -554,7 +558,7 @@ Deno.test("createApp() logs the sender's own X-Signature out of time, or in mill
   );
 });
 
-Deno.test("createApp() logs QStash's failure callback, a QStash delivery over the size limit and a replay, each refused in a minute a forger's unsigned request began on its route, by their own kind", async () => {
+Deno.test("createApp() logs QStash's failure callback, a QStash delivery over the size limit, a QStash token with no jti and a replay, each refused in a minute a forger's unsigned request began on its route, by their own kind", async () => {
   const lines: string[] = [];
   const now = { ms: 1_764_504_000_000 };
   const webhook = app(now, lines);
@@ -568,6 +572,7 @@ Deno.test("createApp() logs QStash's failure callback, a QStash delivery over th
     return res.status;
   };
   const proxy = "https://proxy.example.test/v1/qstash";
+  const body0 = JSON.stringify(job);
   // The failure callback, for the URL QStash calls behind a proxy.
   const callback = failureCallback(job);
   assert.equal(await post("/v1/qstash/failed", callback), 401);
@@ -584,6 +589,12 @@ Deno.test("createApp() logs QStash's failure callback, a QStash delivery over th
   const longElsewhere = await signQStash(long, { url: proxy });
   assert.equal(
     await post("/v1/qstash", long, { "upstash-signature": longElsewhere }),
+    401,
+  );
+  // A token of our keys with no jti: a replay of it could not be refused.
+  const noJti = await signQStash(body0, { jti: null });
+  assert.equal(
+    await post("/v1/qstash", body0, { "upstash-signature": noJti }),
     401,
   );
   // A generic delivery taken, then sent again after a forger's.
@@ -606,6 +617,7 @@ Deno.test("createApp() logs QStash's failure callback, a QStash delivery over th
       "relayer POST /v1/qstash/failed",
       "relayer POST /v1/qstash",
       "relayer POST /v1/qstash",
+      "relayer POST /v1/qstash",
       "relayer POST /v1/deliveries",
       "relayer POST /v1/deliveries",
     ],
@@ -619,5 +631,6 @@ Deno.test("createApp() logs QStash's failure callback, a QStash delivery over th
     refused[3]!,
     /signed for https:\/\/proxy\.example\.test\/v1\/qstash,/,
   );
-  assert.match(refused[5]!, /already delivered: a replay is refused/);
+  assert.match(refused[4]!, /no usable 'jti' and 'exp'/);
+  assert.match(refused[6]!, /already delivered: a replay is refused/);
 });
