@@ -11,6 +11,7 @@
 
 import assert from "node:assert/strict";
 import {
+  ConflictError,
   createRelayer,
   type Job,
   MemoryStore,
@@ -19,7 +20,8 @@ import {
   type StoredDeadLetter,
 } from "../../mod.ts";
 import { PostgresStore } from "../../store/postgres.ts";
-import { isNotRead } from "../../store/_not_written.ts";
+import { isNotRead, notRead, notWritten } from "../../store/_not_written.ts";
+import { schemaBehind } from "../../store/_schema_behind.ts";
 import { createApp } from "../../webhook/app.ts";
 import { deadLetter } from "../store/_contract.ts";
 import { onFreshSchema, postgresAvailable } from "../_postgres.ts";
@@ -179,6 +181,45 @@ Deno.test("a redrive's read refused is marked as nothing read, as a copy: the st
   // Another call that met the same error (a write's read back) is not
   // told that it read nothing.
   assert.equal(isNotRead(refused), false);
+});
+
+Deno.test("a redrive's and a discard's read refused keeps the store error's name in its copy, and a refusal the routes word already (a conflict, the schema behind, a write's refusal, a read marked so) is passed on as it is", async () => {
+  const timedOut = new Error("read timed out");
+  timedOut.name = "TimeoutError";
+  const refusals = [
+    new ConflictError("the letter changed under the read"),
+    schemaBehind(new Error("relation does not exist")),
+    notWritten(new Error("refused as read-only")),
+    notRead(new Error("closed")),
+  ];
+  for (const thrown of [timedOut, ...refusals]) {
+    for (const method of ["getDeadLetter", "getIntent"] as const) {
+      const store = new (class extends MemoryStore {
+        override getDeadLetter(jobId: string) {
+          return method === "getDeadLetter"
+            ? Promise.reject(thrown)
+            : super.getDeadLetter(jobId);
+        }
+        override getIntent(id: string) {
+          return method === "getIntent"
+            ? Promise.reject(thrown)
+            : super.getIntent(id);
+        }
+      })();
+      await store.putDeadLetter(deadLetter("pi_0001/settle", 1));
+      const relayer = createRelayer({ store, sender: new ScriptedSender({}) });
+      for (const call of [relayer.redrive, relayer.discard]) {
+        await assert.rejects(call("pi_0001/settle"), (error: Error) => {
+          if (thrown === timedOut) {
+            assert.notEqual(error, thrown);
+            assert.equal(error.name, "TimeoutError", method);
+            assert.equal(error.message, "read timed out", method);
+          } else assert.equal(error, thrown, `${thrown.message} ${method}`);
+          return true;
+        });
+      }
+    }
+  }
 });
 
 for (const method of ["admit", "redrive"] as const) {
