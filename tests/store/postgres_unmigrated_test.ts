@@ -157,6 +157,61 @@ Deno.test({
 
 Deno.test({
   name:
+    "PostgresStore on a schema a revision migrated with tx_hashes but before refuse_stale names migrate() on an intent's write, keeping PostgreSQL's error (an undefined function) as the cause",
+  ignore,
+  async fn() {
+    const schema = freshSchema();
+    const sql = await sharedClient();
+    const store = new PostgresStore(sql, { schema });
+    await store.migrate();
+    await store.createIntent({
+      id: "pi_0001",
+      state: "authorized",
+      hold: "pending",
+    });
+    // The revisions from b39a30d4 (tx_hashes) to fc7c6f1c (refuse_stale)
+    // migrated the column but not the function.
+    await sql.unsafe(`DROP FUNCTION "${schema}".refuse_stale(bigint)`);
+    const version = String(
+      (await sql.unsafe(
+        `SELECT version FROM "${schema}".intents WHERE id = 'pi_0001'`,
+      ))[0]!.version,
+    );
+    const error = await failure(() =>
+      store.transition("pi_0001", {
+        from: "authorized",
+        to: "settling",
+        version,
+        at: 1_000,
+      })
+    );
+    assert.match(
+      error.message,
+      new RegExp(`schema "${schema}"[^]*run store\\.migrate\\(\\)`),
+      error.message,
+    );
+    assert.equal(
+      (error.cause as { code?: unknown } | undefined)?.code,
+      "42883",
+    );
+    assert.equal(isSchemaBehind(error), true);
+    // This version's migrate() mends it.
+    await store.migrate();
+    assert.equal(
+      (await store.transition("pi_0001", {
+        from: "authorized",
+        to: "settling",
+        version,
+        at: 1_000,
+      })).state,
+      "settling",
+    );
+    await sql.unsafe(`DROP SCHEMA "${schema}" CASCADE`);
+  },
+});
+
+Deno.test({
+  name:
     "PostgresStore on a current schema, an operator's trigger on it calling a function or column that does not exist, says so, not run migrate() (which mends nothing), and writes nothing",
   ignore,
   async fn() {
