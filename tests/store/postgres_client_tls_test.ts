@@ -28,7 +28,9 @@ Deno.test("clientTls() gives the sslmode as it is by name, and for every mode bu
     assert.equal(clientTls({ url: AT_ADDRESS, ssl }), ssl);
   }
   // Not an address as Node's net.isIP reads one: postgres.js names it.
-  for (const host of ["10.0.0.05", "10.0.0", "1.2.3.256"]) {
+  for (
+    const host of ["10.0.0.05", "10.00.0.5", "010.0.0.5", "10.0.0", "1.2.3.256"]
+  ) {
     const url = `postgres://relayer@${host}/payments`;
     assert.equal(clientTls({ url, ssl: "verify-full" }), "verify-full", host);
   }
