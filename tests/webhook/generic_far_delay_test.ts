@@ -16,7 +16,7 @@ import { MemoryStore, ScriptedSender } from "../../mod.ts";
 import { createApp } from "../../webhook/app.ts";
 import { loadConfig } from "../../webhook/config.ts";
 import { outage } from "../_outage.ts";
-import { genericRequest, makeApp, SECRET } from "./_app.ts";
+import { genericRequest, makeApp, pubsubRequest, SECRET } from "./_app.ts";
 import { signQStash } from "./_signing.ts";
 
 const HOUR = 3_600_000;
@@ -85,7 +85,7 @@ Deno.test("POST /v1/deliveries asks the bridge back after the policy's delay pas
   assert.deepEqual(waits, [String(36 * HOUR / 1000), String(36 * HOUR / 1000)]);
 });
 
-Deno.test("a delivery the store failed once (a blip) is asked back after the policy's delay past a day on the generic route, and after a day on QStash's", async () => {
+Deno.test("a delivery the store failed once (a blip) is asked back after the policy's delay past a day on the generic route, after a day on QStash's, and not at all on Pub/Sub's", async () => {
   let failing = 0;
   const store = new MemoryStore();
   await store.createIntent({ id: "pi_0001", state: "created" });
@@ -125,4 +125,13 @@ Deno.test("a delivery the store failed once (a blip) is asked back after the pol
   assert.equal(qstash.status, 503);
   await qstash.body?.cancel();
   assert.equal(qstash.headers.get("retry-after"), "86400");
+  // Pub/Sub waits as its subscription's retry policy says: no Retry-After.
+  failing = 1;
+  const pubsub = await app.request(
+    "/v1/pubsub",
+    await pubsubRequest(job, "msg_1", 2),
+  );
+  assert.equal(pubsub.status, 503);
+  await pubsub.body?.cancel();
+  assert.equal(pubsub.headers.get("retry-after"), null);
 });
