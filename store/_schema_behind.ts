@@ -8,7 +8,9 @@
  * @module
  */
 
-const SCHEMA_BEHIND = Symbol.for("@relayer/poison.schemaBehind");
+import { causeMark } from "./_cause_mark.ts";
+
+const SCHEMA_BEHIND = causeMark("@relayer/poison.schemaBehind");
 
 /**
  * Marks `error` as a call refused by a schema never migrated, or migrated
@@ -27,8 +29,7 @@ const SCHEMA_BEHIND = Symbol.for("@relayer/poison.schemaBehind");
  * ```
  */
 export function schemaBehind<E extends Error>(error: E): E {
-  Object.defineProperty(error, SCHEMA_BEHIND, { value: true });
-  return error;
+  return SCHEMA_BEHIND.mark(error);
 }
 
 /**
@@ -49,10 +50,5 @@ export function schemaBehind<E extends Error>(error: E): E {
  * ```
  */
 export function isSchemaBehind(error: unknown): boolean {
-  for (let e = error, depth = 0; depth < 4; depth++) {
-    if (typeof e !== "object" || e === null) return false;
-    if ((e as Record<symbol, unknown>)[SCHEMA_BEHIND] === true) return true;
-    e = (e as { cause?: unknown }).cause;
-  }
-  return false;
+  return SCHEMA_BEHIND.is(error);
 }
