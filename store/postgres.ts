@@ -72,6 +72,7 @@ import { onPoolClose, poolCloses } from "./_postgres_closes.ts";
 import { reserveInTurn } from "./_reserve_turns.ts";
 import { heldBySession } from "./_held_lock.ts";
 import { notRead, notWritten } from "./_not_written.ts";
+import { readOnly } from "./_read_only.ts";
 import { schemaBehind } from "./_schema_behind.ts";
 import { checkedAgainstLocalhost, untrustedChain } from "./_postgres_tls.ts";
 import {
@@ -1440,12 +1441,12 @@ export class PostgresStore implements Store {
         // `default_transaction_read_only`. The statement that wrote failed,
         // so the transaction rolled back: nothing of the write landed. Said
         // so, or an operator's route answered "it may have landed or not".
-        throw notWritten(
+        throw readOnly(notWritten(
           new Error(
             `Cannot ${what} as PostgreSQL refused it as read-only (a standby, a primary that failed over and is not writable yet, or default_transaction_read_only = on): nothing was written; retry once the database takes writes, and check that the store's URL names the primary`,
             { cause: error },
           ),
-        );
+        ));
       }
       if (code === "55P03" && LOCKED_READS.has(error as object)) {
         // A read's (the write's own, before its flight), which the store

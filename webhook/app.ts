@@ -72,6 +72,7 @@ import type {
 import { ConflictError } from "../store/conflict_error.ts";
 import { isHeldBySession } from "../store/_held_lock.ts";
 import { isNotRead, isNotWritten } from "../store/_not_written.ts";
+import { isReadOnly } from "../store/_read_only.ts";
 import { isSchemaBehind } from "../store/_schema_behind.ts";
 import { ReplayError } from "../store/replay_error.ts";
 import {
@@ -682,6 +683,32 @@ const SCHEMA_BEHIND =
 /** What to run on such a schema (see {@linkcode SCHEMA_BEHIND}). */
 const MIGRATE =
   "As the schema's owner, run migrate() on it once (PostgresStore's migrate(): deno task start runs it at its start with the owner's DATABASE_URL; a Worker never does, see docs/postgres.md)";
+
+/**
+ * Why a write failed when the database refused it as read-only: no retry
+ * mends it until the database takes writes again.
+ */
+const READ_ONLY =
+  "the database is read-only and took none of it (a hot standby, a primary a failover demoted, or default_transaction_read_only = on for the store's role or database; the relayer's log names it)";
+
+/** What to do about such a database (see {@linkcode READ_ONLY}). */
+const WRITABLE =
+  "Point the store at the primary (a URL that lists several hosts takes target_session_attrs=primary), or turn default_transaction_read_only off for the store's role or database (ALTER ROLE … SET default_transaction_read_only = off)";
+
+/**
+ * The cause the store named for a refused call, said on every route with
+ * what to do (`as`: why it failed; `todo`: a sentence): a schema not
+ * migrated, or a read-only database. `undefined` for any other failure.
+ */
+function namedCause(
+  error: unknown,
+): { readonly as: string; readonly todo: string } | undefined {
+  return isSchemaBehind(error)
+    ? { as: SCHEMA_BEHIND, todo: MIGRATE }
+    : isReadOnly(error)
+    ? { as: READ_ONLY, todo: WRITABLE }
+    : undefined;
+}
 
 /** What held a call up when the store says another session did (PostgreSQL's 55P03, 57014). */
 const HELD_UP =
@@ -1805,12 +1832,13 @@ export function createApp(deps: AppDeps): WebhookApp {
     const blip = n !== undefined && !isSchemaBehind(error) &&
       await storeWrites();
     const [head, then] = detail;
+    const named = namedCause(error);
     return problem(
       503,
       "delivery-failed",
       "Delivery failed",
-      isSchemaBehind(error)
-        ? `${head} as ${SCHEMA_BEHIND}. ${MIGRATE}; ${then}.`
+      named
+        ? `${head} as ${named.as}. ${named.todo}; ${then}.`
         : `${head} (the store failed unexpectedly); ${then}.`,
       blip
         ? {
@@ -2184,13 +2212,23 @@ export function createApp(deps: AppDeps): WebhookApp {
       ),
   );
 
+  /** Whether the last write probe was refused by a read-only database (`/readyz` says so). */
+  let writeReadOnly = false;
   /**
    * Whether the store takes a write: a store that answers reads may still
    * refuse writes (a primary gone read-only, a full disk), and for a failed
    * delivery that is an outage, not a blip.
    */
   const storeWrites = cachedProbe(
-    () => store.admit({ count: WRITE_PROBE_COUNT, now: now() }),
+    async () => {
+      try {
+        await store.admit({ count: WRITE_PROBE_COUNT, now: now() });
+        writeReadOnly = false;
+      } catch (error) {
+        writeReadOnly = isReadOnly(error);
+        throw error;
+      }
+    },
     (error, note) =>
       log(
         `relayer not ready: the store refused a write: ${
@@ -2205,23 +2243,23 @@ export function createApp(deps: AppDeps): WebhookApp {
       ),
   );
 
-  app.get(
-    "/readyz",
-    async (c) =>
-      // A read, then a write: a store that answers reads but refuses
-      // writes (a primary gone read-only) fails every delivery too.
-      await storeAnswers() && await storeWrites()
-        ? c.json({ status: "ready" })
-        : problem(
-          503,
-          "not-ready",
-          "Not ready",
-          readBehind
-            ? `The store's read failed as ${SCHEMA_BEHIND}: deliveries would be answered 503 now. ${MIGRATE}.`
-            : "The store did not answer a read, or refused a write (the relayer's log says why): deliveries would be answered 503 now.",
-          { "retry-after": "5" },
-        ),
-  );
+  app.get("/readyz", async (c) => {
+    // A read, then a write: a store that answers reads but refuses
+    // writes (a primary gone read-only) fails every delivery too.
+    const reads = await storeAnswers();
+    if (reads && await storeWrites()) return c.json({ status: "ready" });
+    return problem(
+      503,
+      "not-ready",
+      "Not ready",
+      readBehind
+        ? `The store's read failed as ${SCHEMA_BEHIND}: deliveries would be answered 503 now. ${MIGRATE}.`
+        : reads && writeReadOnly
+        ? `The store's write failed as ${READ_ONLY}: deliveries would be answered 503 now. ${WRITABLE}.`
+        : "The store did not answer a read, or refused a write (the relayer's log says why): deliveries would be answered 503 now.",
+      { "retry-after": "5" },
+    );
+  });
 
   /**
    * A QStash route's checks of its headers: configured, and a signature
@@ -2973,13 +3011,12 @@ export function createApp(deps: AppDeps): WebhookApp {
     error?: unknown,
   ): Response {
     log(line);
+    const named = namedCause(error);
     return problem(
       503,
       "delivery-failed",
       "Delivery failed",
-      isSchemaBehind(error)
-        ? `${detail} It failed as ${SCHEMA_BEHIND}. ${MIGRATE}.`
-        : detail,
+      named ? `${detail} It failed as ${named.as}. ${named.todo}.` : detail,
     );
   }
 
@@ -3874,12 +3911,13 @@ export function createApp(deps: AppDeps): WebhookApp {
       }
       // The queue or the store failed: worth another try, not a 500.
       log(`relayer redrive of ${jobId} failed: ${describeError(error)}`);
+      const named = namedCause(error);
       return problem(
         503,
         "redrive-failed",
         "Redrive failed",
-        isSchemaBehind(error)
-          ? `The redrive of ${jobId} failed as ${SCHEMA_BEHIND}: nothing changed in the store, and its dead letter stays (a job it queued before the store failed is harmless, as it only says "go and look"). ${MIGRATE}, then try again.`
+        named
+          ? `The redrive of ${jobId} failed as ${named.as}: nothing changed in the store, and its dead letter stays (a job it queued before the store failed is harmless, as it only says "go and look"). ${named.todo}, then try again.`
           : isNotWritten(error)
           // The store's removal of the letter sent nothing, or was refused
           // whole: the letter stays, and no "if it did complete" applies.
@@ -3919,12 +3957,13 @@ export function createApp(deps: AppDeps): WebhookApp {
     reread?: string,
   ): Response {
     log(`relayer ${what} failed: ${describeError(error)}`);
+    const named = namedCause(error);
     return problem(
       503,
       "store-failed",
       "Store unavailable",
-      isSchemaBehind(error)
-        ? `The ${what} failed as ${SCHEMA_BEHIND}: nothing changed. ${MIGRATE}, then try again.`
+      named
+        ? `The ${what} failed as ${named.as}: nothing changed. ${named.todo}, then try again.`
         : isHeldBySession(error)
         ? `The ${what} was held up in the database (${HELD_UP}): nothing changed; try again.`
         : isNotWritten(error)

@@ -1,8 +1,8 @@
 /**
  * The ops routes on a PostgreSQL database that turned read-only (a
  * failover's demoted primary, a standby, `default_transaction_read_only`):
- * on a real server, a write the database refused answers that nothing
- * changed, not that it may have landed.
+ * on a real server, a write the database refused answers that the
+ * database is read-only and nothing changed, not that it may have landed.
  *
  * @module
  */
@@ -68,7 +68,7 @@ Deno.test({
       assert.equal(problem.type, "urn:relayer:problem:store-failed");
       assert.match(
         problem.detail,
-        /^The (creation of intent pi_1|resolution of intent pi_2) was not written \(the relayer's log says why\): nothing changed; try again\.$/,
+        /^The (creation of intent pi_1|resolution of intent pi_2) failed as the database is read-only and took none of it \(a hot standby, .*the relayer's log names it\): nothing changed\. Point the store at the primary .*, then try again\.$/,
       );
     }
     assert.equal(await writable.getIntent("pi_1"), null);
