@@ -696,12 +696,6 @@ export class PostgresStore implements Store {
    * statement cancelled since (see `cancelled`); `null`: never.
    */
   #ownCancelAt: number | null = null;
-  /**
-   * Whether the client chooses its sessions by `target_session_attrs`
-   * (`primary`, or `read-write` over one host): a write refused as
-   * read-only then closes its session (see the flight's refusal).
-   */
-  #choosing: boolean;
 
   /**
    * Constructs a new instance. No I/O.
@@ -822,7 +816,6 @@ export class PostgresStore implements Store {
     }
     const client = sql as unknown as postgres.Sql;
     this.#sql = client;
-    this.#choosing = typeof attrs === "string" && attrs !== "";
     this.#closes = poolCloses(client);
     this.#reopenedAt = this.#closes.count;
     this.#schema = schema;
@@ -1740,12 +1733,19 @@ export class PostgresStore implements Store {
         if (!await this.#within(rest)) closeOrHandBackLater(rest);
         else if (anyLost(await rest)) leaveLost();
         else if (
-          this.#choosing &&
           (error as { code?: unknown } | null)?.code === "25006" &&
           closeSession(seen.connection)
         ) {
-          // Refused as read-only on a client that chooses its sessions by
-          // `target_session_attrs`: a session the client should have passed
+          // Refused as read-only. A session takes the role's and the
+          // database's `default_transaction_read_only` as it starts, and
+          // keeps it: handed back, a session a DBA's `ALTER ROLE … SET
+          // default_transaction_read_only = on` made read-only refused every
+          // write after the setting was reset, until the client's
+          // max_lifetime (30 to 60 min) ended it. Closed, the connection is
+          // opened again with the setting as it is then: one connection
+          // more per refused write, while the database refuses writes.
+          // And on a client that chooses its sessions by
+          // `target_session_attrs`, a session the client should have passed
           // over (a standby, for `primary`). postgres.js 3.4.9 keeps the
           // goodbye of a session ended under a statement (an operator's
           // pg_terminate_backend, a primary's shutdown) for the connection

@@ -6,7 +6,8 @@
  * nothing decided, so the queue delivers it again, and is never poisoned
  * on the refusal, even at the queue's last delivery; the delivery, the
  * ops routes that write and `/readyz` say that the database is read-only
- * and what to do.
+ * and what to do; once the role's setting is reset, the same pool writes
+ * again.
  *
  * @module
  */
@@ -210,5 +211,31 @@ Deno.test({
       lines.some((line) => /PostgreSQL refused it as read-only/.test(line)),
       lines.join("\n"),
     );
+  }),
+});
+
+Deno.test({
+  name:
+    "PostgresStore on a role a DBA set read-only writes again once the role's setting is reset: a session that refused a write as read-only is closed, not handed back to the pool",
+  ignore: !postgresAvailable,
+  fn: onReadOnlyRole(2, async ({ sql, schema, reset }) => {
+    const store = new PostgresStore(sql, { schema });
+    // Both connections of the pool open, each read-only from its start.
+    await Promise.all([store.getIntent("pi_1"), store.getIntent("pi_1")]);
+    await assert.rejects(store.createIntent({ id: "pi_4" }), isReadOnly);
+    // Reset, the pool's sessions (read-only from their start) are closed
+    // as they refuse a write, and opened again writable: a write lands
+    // within one try more than the pool has connections.
+    await reset();
+    const tries: string[] = [];
+    for (let i = 5; i <= 7 && tries.at(-1) !== "written"; i++) {
+      tries.push(
+        await store.createIntent({ id: `pi_${i}` }).then(
+          () => "written",
+          (error) => isReadOnly(error) ? "read-only" : String(error),
+        ),
+      );
+    }
+    assert.equal(tries.at(-1), "written", tries.join(", "));
   }),
 });
