@@ -6,8 +6,8 @@
  *
  * | route | source | delivery number | done | retry | poison |
  * |---|---|---|---|---|---|
- * | `POST /v1/qstash` | Upstash QStash | `Upstash-Retried` + 1 | 200 | 503 + `Retry-After` | 200 |
- * | `POST /v1/pubsub` | Pub/Sub push (wrapped) | `deliveryAttempt`, else counted by subscription and message id | 204 | 503 | 204 |
+ * | `POST /v1/qstash` | Upstash QStash | `Upstash-Retried` + 1, else (missing or unreadable) counted by job id | 200 | 503 + `Retry-After` | 200 |
+ * | `POST /v1/pubsub` | Pub/Sub push (wrapped) | `deliveryAttempt`, else (missing, 0 or unreadable) counted by subscription and message id | 204 | 503 | 204 |
  * | `POST /v1/deliveries` | anything, HMAC-signed | `delivery`, else counted by `messageId` (per job), else by job id | 200 | 503 + `Retry-After` | 200 |
  *
  * Ops routes (bearer `OPS_TOKEN`): `POST /v1/intents` (setup),
@@ -1265,11 +1265,15 @@ function jobFrom(route: Route, value: unknown): Job {
   }
 }
 
+/** Whether a queue's count of a job's deliveries can be read: a safe integer >= 1. */
+function isCount(value: unknown): value is number {
+  return typeof value === "number" && Number.isSafeInteger(value) &&
+    value >= 1;
+}
+
 /** A delivery number from a queue: a safe integer >= 1, or a bad-input refusal naming `what`. */
 function deliveryFrom(route: Route, value: unknown, what: string): number {
-  if (typeof value === "number" && Number.isSafeInteger(value) && value >= 1) {
-    return value;
-  }
+  if (isCount(value)) return value;
   throw badInput(
     route,
     `${what} must be an integer >= 1: current value is ${
@@ -2286,6 +2290,11 @@ export function createApp(deps: AppDeps): WebhookApp {
   app.post("/v1/qstash", async (c) => {
     const signature = qstashHeaders(c, "/v1/qstash");
     const retried = c.req.header("upstash-retried");
+    // QStash counts retries from 0; we count deliveries from 1. A count
+    // that cannot be read (not an integer >= 0, or past 15 digits, where
+    // Number rounds) is one the queue did not give: the store counts the
+    // delivery, as it counts one without the header. Refused (489), it
+    // would end QStash's retries at this delivery, the policy's lost.
     const attempt = retried !== undefined && /^\d{1,15}$/.test(retried)
       ? Number(retried) + 1
       : undefined;
@@ -2361,23 +2370,11 @@ export function createApp(deps: AppDeps): WebhookApp {
         claim,
       );
     }
-    let delivery: number | undefined;
-    if (retried !== undefined) {
-      if (!/^\d{1,15}$/.test(retried)) {
-        throw badInput(
-          "qstash",
-          `Upstash-Retried must be an integer >= 0: current value is ${
-            JSON.stringify(retried)
-          }`,
-        );
-      }
-      delivery = Number(retried) + 1; // QStash counts retries from 0; we count deliveries from 1
-    }
     const messageId = idFrom(c.req.header("upstash-message-id"));
     return await deliver(
       "qstash",
       job,
-      delivery,
+      attempt,
       claim,
       undefined,
       // The failure callback names this id as its source message.
@@ -2639,35 +2636,39 @@ export function createApp(deps: AppDeps): WebhookApp {
       countAs?: string;
       source?: string;
     } => {
-      const attempt = seen.attempt ?? 0;
+      const attempt = seen.attempt;
       const source = {
         ...(push.id === undefined ? {} : { id: push.id }),
         ...(push.source === undefined ? {} : { source: push.source }),
       };
+      const subscription = push.subscription;
+      if (isCount(attempt)) {
+        return {
+          job: push.job,
+          delivery: undeclaredDeadLetterPolicy(attempt, subscription),
+          ...source,
+        };
+      }
       // Without a dead-letter policy Pub/Sub sends no attempt count: count
       // it here, per subscription. A message id is its topic's, and every
       // subscription on the topic gets the message under it: counted by
       // the id alone, one subscription's failures would spend another's
       // deliveries. (Google always names the subscription; a push that
-      // does not is counted by its id, as before.)
-      const subscription = push.subscription;
-      if (attempt === 0) missingDeadLetterPolicy(subscription);
-      return attempt === 0
-        ? {
-          job: push.job,
-          countAs: subscription === undefined
-            ? `pubsub/${push.id}`
-            : `pubsub/${subscription.project}/${subscription.name}/${push.id}`,
-          ...source,
-        }
-        : {
-          job: push.job,
-          delivery: undeclaredDeadLetterPolicy(
-            deliveryFrom("pubsub", attempt, "'deliveryAttempt'"),
-            subscription,
-          ),
-          ...source,
-        };
+      // does not is counted by its id, as before.) A count that cannot be
+      // read (not an integer >= 1) is one the queue did not give, counted
+      // so too: acked as an unreadable letter, the job would lose its
+      // policy's deliveries and its intent be left unresolved. It says
+      // nothing of a dead-letter policy, either way.
+      if (attempt === undefined || attempt === 0) {
+        missingDeadLetterPolicy(subscription);
+      }
+      return {
+        job: push.job,
+        countAs: subscription === undefined
+          ? `pubsub/${push.id}`
+          : `pubsub/${subscription.project}/${subscription.name}/${push.id}`,
+        ...source,
+      };
     });
     if (got instanceof Response) return got;
     return await deliver(
@@ -3080,10 +3081,7 @@ export function createApp(deps: AppDeps): WebhookApp {
    * spend them, and nothing would resolve the intent.
    */
   async function givenUpAfter(job: Job, counted: unknown): Promise<number> {
-    return typeof counted === "number" && Number.isSafeInteger(counted) &&
-        counted >= 1
-      ? counted
-      : await countedSoFar(job);
+    return isCount(counted) ? counted : await countedSoFar(job);
   }
 
   /**

@@ -1,0 +1,145 @@
+/**
+ * A delivery whose queue count cannot be read (an `Upstash-Retried` that
+ * is not an integer >= 0, a `deliveryAttempt` that is not an integer >= 1)
+ * is counted in the store, as one without the count is: the job keeps its
+ * policy's deliveries and is poisoned and resolved by the policy at the
+ * end. Refused, QStash's 489 ended its retries at the first delivery, and
+ * Pub/Sub's push was acked as an unreadable letter that resolved nothing.
+ *
+ * @module
+ */
+
+import assert from "node:assert/strict";
+import type { NewIntent } from "../../mod.ts";
+import { makeApp, NOW, theGoogle, withDeadLetterRoute } from "./_app.ts";
+import { signQStash } from "./_signing.ts";
+
+const job = { intentId: "pi_0001", kind: "settle" } as const;
+/** Its send's outcome unknown a moment ago: each delivery waits, the last resolves it. */
+const settling: NewIntent = {
+  id: "pi_0001",
+  state: "settling",
+  hold: "pending",
+  settlingSince: NOW,
+  lastBroadcast: { outcome: "unknown", at: NOW, error: "timeout" },
+};
+
+/** QStash's signed delivery of the job, its `Upstash-Retried` as given (none if undefined). */
+async function qstash(retried: string | undefined): Promise<RequestInit> {
+  const body = JSON.stringify(job);
+  return {
+    method: "POST",
+    body,
+    headers: {
+      "upstash-signature": await signQStash(body),
+      "upstash-message-id": "msg_1",
+      ...(retried === undefined ? {} : { "upstash-retried": retried }),
+    },
+  };
+}
+
+/** Pub/Sub's push of the job as message `m-1`, its `deliveryAttempt` as given (none if undefined). */
+async function pubsub(attempt: unknown): Promise<RequestInit> {
+  return {
+    method: "POST",
+    body: JSON.stringify({
+      message: { data: btoa(JSON.stringify(job)), messageId: "m-1" },
+      subscription: "projects/p/subscriptions/relayer",
+      ...(attempt === undefined ? {} : { deliveryAttempt: attempt }),
+    }),
+    headers: { authorization: `Bearer ${await (await theGoogle()).token()}` },
+  };
+}
+
+Deno.test("POST /v1/qstash counts a delivery whose Upstash-Retried cannot be read in the store, as one without it: a retry with its Retry-After, the next counted #2, the last poisoned by the policy", async () => {
+  // Not an integer >= 0, or past 15 digits (Number would round it).
+  for (
+    const retried of ["abc", "-1", "1.5", "", "0x1", "1e3", "1234567890123456"]
+  ) {
+    const what = JSON.stringify(retried);
+    const { app, store } = await makeApp({ intents: [settling] });
+    const first = await app.request("/v1/qstash", await qstash(retried));
+    assert.equal(first.status, 503, `${what}: ${await first.clone().text()}`);
+    assert.equal(first.headers.get("retry-after"), "3", what);
+    const answer = await first.json();
+    assert.equal(answer.outcome, "retry", what);
+    assert.equal(answer.delivery, 1, what);
+    assert.equal(await store.deliveries("pi_0001/settle"), 1, what);
+    // QStash's next delivery, without the header or as unreadable.
+    const second = await app.request("/v1/qstash", await qstash(undefined));
+    assert.equal(second.status, 503, what);
+    assert.equal((await second.json()).delivery, 2, what);
+    const last = await app.request("/v1/qstash", await qstash(retried));
+    assert.equal(last.status, 200, what);
+    assert.deepEqual(await last.json(), {
+      outcome: "poison",
+      job: "pi_0001/settle",
+      delivery: 3,
+      reason: "no luck after 3 deliveries",
+      resolution: "last broadcast unknown, needs review",
+    }, what);
+    assert.equal((await store.getIntent("pi_0001"))?.state, "needs_review");
+    const letter = await store.getDeadLetter("pi_0001/settle");
+    assert.equal(letter?.deliveries, 3, what);
+    assert.equal(letter?.cause, "exhausted", what);
+    assert.equal(
+      await store.getDeadLetter("qstash/msg_1/unreadable"),
+      null,
+      what,
+    );
+  }
+});
+
+Deno.test("POST /v1/pubsub counts a push whose deliveryAttempt cannot be read in the store, as one without it: a retry, the next counted #2, the last poisoned by the policy, and no unreadable letter", async () => {
+  for (const attempt of ["x", "2", -1, 1.5, true, 2 ** 53, {}]) {
+    const what = JSON.stringify(attempt);
+    const { app, store } = await makeApp({ intents: [settling] });
+    const first = await app.request("/v1/pubsub", await pubsub(attempt));
+    assert.equal(first.status, 503, `${what}: ${await first.clone().text()}`);
+    const answer = await first.json();
+    assert.equal(answer.outcome, "retry", what);
+    assert.equal(answer.delivery, 1, what);
+    // Counted as a push without deliveryAttempt is: per subscription.
+    assert.equal(await store.deliveries("pubsub/p/relayer/m-1"), 1, what);
+    const second = await app.request("/v1/pubsub", await pubsub(undefined));
+    assert.equal(second.status, 503, what);
+    assert.equal((await second.json()).delivery, 2, what);
+    const last = await app.request("/v1/pubsub", await pubsub(attempt));
+    assert.equal(last.status, 204, what);
+    await last.body?.cancel();
+    const letter = await store.getDeadLetter("pi_0001/settle");
+    assert.equal(letter?.deliveries, 3, what);
+    assert.equal(letter?.cause, "exhausted", what);
+    assert.equal(
+      letter?.resolution,
+      "last broadcast unknown, needs review",
+      what,
+    );
+    assert.equal((await store.getIntent("pi_0001"))?.state, "needs_review");
+    assert.equal(
+      await store.getDeadLetter("pubsub/m-1/unreadable"),
+      null,
+      what,
+    );
+  }
+});
+
+Deno.test("POST /v1/pubsub says nothing of a dead-letter policy for a push whose deliveryAttempt cannot be read, whether the service was told of one or not", async () => {
+  const lines: string[] = [];
+  const log = (line: string) => lines.push(line);
+  const { app: undeclared } = await makeApp({
+    intents: [settling],
+    deps: { log },
+  });
+  const { app: declared } = await withDeadLetterRoute([settling], { log });
+  for (const app of [undeclared, declared]) {
+    const res = await app.request("/v1/pubsub", await pubsub("x"));
+    assert.equal(res.status, 503, await res.clone().text());
+    assert.equal((await res.json()).delivery, 1);
+  }
+  assert.equal(
+    lines.filter((line) => /dead-letter policy/.test(line)).length,
+    0,
+    lines.join("\n"),
+  );
+});
