@@ -367,10 +367,11 @@ export const TABLES = [
  * identifier), and leaves them migrated: what a refused move says to run
  * where nothing in the schema is needed. `TRUNCATE` refuses a table
  * another table's foreign key names, where `DROP SCHEMA … CASCADE` would
- * drop that key, or a view of one's own, with it.
+ * drop that key, or a view of one's own, with it. The schema is quoted, as
+ * the store quotes it: a name it takes may be a keyword of SQL (`user`).
  */
 export function emptying(schema: string): string {
-  return `TRUNCATE ${TABLES.map((table) => `${schema}.${table}`).join(", ")}`;
+  return `TRUNCATE ${TABLES.map((table) => `"${schema}".${table}`).join(", ")}`;
 }
 
 /**

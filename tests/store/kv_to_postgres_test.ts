@@ -25,6 +25,7 @@ import {
   type Store,
 } from "../../mod.ts";
 import { type KvLike, KvStore } from "../../store/kv.ts";
+import { PostgresStore } from "../../store/postgres.ts";
 import {
   moveKvToPostgres,
   WrittenAfterMoveError,
@@ -503,7 +504,7 @@ Deno.test({
         created.message.includes(
           `if none ran on PostgreSQL since, empty this schema (TRUNCATE ${
             ["intents", "holds", "leases", "counters", "claims", "dead_letters"]
-              .map((table) => `${schema}.${table}`).join(", ")
+              .map((table) => `"${schema}".${table}`).join(", ")
           }) and run the move again`,
         ),
         created.message,
@@ -542,6 +543,39 @@ Deno.test({
       );
       assert.equal((await pg.store.getIntent("pi_b"))?.hold, "pending");
     }),
+});
+
+Deno.test({
+  name:
+    "moveKvToPostgres() refusing a schema that holds rows gives a TRUNCATE that runs, on a schema named by a keyword too, and the move then goes through",
+  ignore: !postgresAvailable,
+  fn: async () => {
+    const file = await kvFile();
+    const sql = await connect(2);
+    // A name the store takes (it quotes it), and SQL reads as a keyword.
+    const schema = "user";
+    try {
+      const pg = new PostgresStore(sql, { schema });
+      await pg.migrate();
+      await pg.createIntent({ id: "pi_old", state: "created" });
+      await authorized(new KvStore(file.kv));
+      const move = () =>
+        moveKvToPostgres(file.kv, sql, { schema, now: () => T0 });
+      const refused = await move().then(() => null, (e) => e);
+      assert.ok(refused instanceof ConflictError, String(refused));
+      const truncate = /\((TRUNCATE [^)]*)\)/.exec(refused.message)?.[1];
+      assert.ok(truncate, refused.message);
+      await sql.unsafe(truncate);
+      const report = await move();
+      assert.equal(report.moved.intents, 1);
+      assert.equal((await pg.getIntent("pi_0001"))?.state, "authorized");
+      assert.equal(await pg.getIntent("pi_old"), null);
+    } finally {
+      await sql.unsafe(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
+      await sql.end();
+      await file.close();
+    }
+  },
 });
 
 Deno.test({
@@ -1014,7 +1048,7 @@ for (const when of ["during", "after"] as const) {
         );
         assert.match(
           outcome.message,
-          /empty the schema \(TRUNCATE (\w+)\.intents, \1\.holds, \1\.leases, \1\.counters, \1\.claims, \1\.dead_letters\) and run the move again/,
+          /empty the schema \(TRUNCATE "(\w+)"\.intents, "\1"\.holds, "\1"\.leases, "\1"\.counters, "\1"\.claims, "\1"\.dead_letters\) and run the move again/,
         );
         assert.doesNotMatch(outcome.message, /Nothing was moved/);
         // Deno KV holds the tx; the schema, as committed, does not.

@@ -79,7 +79,7 @@ Deno.test({
       assert.ok(!refused.err.includes("the schema option"), refused.err);
       assert.match(
         refused.err,
-        / Stop it, then point DATABASE_URL at another database \(the service and this task use its schema relayer\), or empty this schema if nothing in it is needed \(TRUNCATE relayer\.intents, relayer\.holds, relayer\.leases, relayer\.counters, relayer\.claims, relayer\.dead_letters\)\. Nothing was moved\.\n$/,
+        / Stop it, then point DATABASE_URL at another database \(the service and this task use its schema relayer\), or empty this schema if nothing in it is needed \(TRUNCATE "relayer"\.intents, "relayer"\.holds, "relayer"\.leases, "relayer"\.counters, "relayer"\.claims, "relayer"\.dead_letters\)\. Nothing was moved\.\n$/,
       );
     }),
 });
@@ -153,7 +153,7 @@ Deno.test({
       assert.ok(!again.err.includes("the schema option"), again.err);
       assert.match(
         again.err,
-        / Otherwise point DATABASE_URL at another database \(the service and this task use its schema relayer\), or empty this schema if nothing in it is needed \(TRUNCATE relayer\.intents, relayer\.holds, relayer\.leases, relayer\.counters, relayer\.claims, relayer\.dead_letters\)\. Nothing was moved\.\n$/,
+        / Otherwise point DATABASE_URL at another database \(the service and this task use its schema relayer\), or empty this schema if nothing in it is needed \(TRUNCATE "relayer"\.intents, "relayer"\.holds, "relayer"\.leases, "relayer"\.counters, "relayer"\.claims, "relayer"\.dead_letters\)\. Nothing was moved\.\n$/,
       );
     }),
 });
@@ -180,7 +180,7 @@ Deno.test({
       assert.equal(run.out, "");
       assert.match(
         run.err,
-        /^WrittenAfterMoveError: The move into schema relayer committed, but Deno KV's \["relayer","intent","pi_0001"\] was written after the move's last look at it: .* Do not switch the service to PostgreSQL: .* Stop every instance on Deno KV, empty the schema \(TRUNCATE relayer\.intents, relayer\.holds, relayer\.leases, relayer\.counters, relayer\.claims, relayer\.dead_letters\) and run the move again\.\n$/,
+        /^WrittenAfterMoveError: The move into schema relayer committed, but Deno KV's \["relayer","intent","pi_0001"\] was written after the move's last look at it: .* Do not switch the service to PostgreSQL: .* Stop every instance on Deno KV, empty the schema \(TRUNCATE "relayer"\.intents, "relayer"\.holds, "relayer"\.leases, "relayer"\.counters, "relayer"\.claims, "relayer"\.dead_letters\) and run the move again\.\n$/,
       );
       assert.ok(!run.err.includes(database.url), run.err);
       assert.ok(!run.err.includes("Nothing was moved"), run.err);
