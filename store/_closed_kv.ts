@@ -12,7 +12,9 @@
  * with `code` `"GenericFailure"`, and Rust's backtrace after the words
  * when `RUST_BACKTRACE` is set). This words each for an operator, quoting
  * the words without a backtrace. Only the first kind is nothing written:
- * the second's commit may have reached SQLite before the close.
+ * the second's commit may have reached SQLite before the close. A read
+ * met by either read nothing and wrote nothing, and is worded as one on a
+ * closed handle.
  *
  * @module
  */
@@ -48,7 +50,10 @@ export function closedKv(
   call: "read" | "write",
 ): Error | undefined {
   if (!(error instanceof Error)) return undefined;
-  const before = closedBefore(error);
+  const under = closedUnder(error);
+  // A read the database's close cut short read nothing, and wrote nothing,
+  // as one the closed handle refused.
+  const before = closedBefore(error) ?? (call === "read" ? under : undefined);
   if (before !== undefined) {
     const refused = new Error(
       `Cannot ${
@@ -62,12 +67,6 @@ export function closedKv(
     CLOSED_READS.add(refused);
     return refused;
   }
-  const words = addonWords(error);
-  const under = words === "Database is closed."
-    ? `@deno/kv: "Database is closed."`
-    : words === undefined && error.message === "Database is closed."
-    ? `Deno: "Database is closed."`
-    : undefined;
   if (call === "write" && under !== undefined) {
     return new Error(
       `Cannot finish the write as Deno KV was closed under it (${under}): it may have landed or not. The service closes it as it stops; a running instance takes the queue's next delivery, which reads the record again.`,
@@ -97,6 +96,20 @@ function closedBefore(error: Error): string | undefined {
   // looked it up, so the call never reached SQLite.
   if (addonWords(error) === "db not found") return `@deno/kv: "db not found"`;
   return undefined;
+}
+
+/**
+ * Who answered that the database closed under a call that had reached it,
+ * in their words (`Deno: "Database is closed."`); `undefined` for any
+ * other error.
+ */
+function closedUnder(error: Error): string | undefined {
+  const words = addonWords(error);
+  return words === "Database is closed."
+    ? `@deno/kv: "Database is closed."`
+    : words === undefined && error.message === "Database is closed."
+    ? `Deno: "Database is closed."`
+    : undefined;
 }
 
 /**

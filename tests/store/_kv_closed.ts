@@ -177,6 +177,63 @@ export function kvClosedTests(
 
   test({
     name:
+      `${name}: a read in flight as the handle closes says nothing was read, in the runtime's words without a backtrace, and is marked so`,
+    ignore: false,
+  }, async () => {
+    const dir = mkdtempSync(join(tmpdir(), "relayer_kv_closed_"));
+    try {
+      // Reads in flight as the handle closes, until one is cut short as
+      // the database closes under it (Deno's and @deno/kv's "Database is
+      // closed.", not the closed handle's refusal before the call), or 50
+      // rounds.
+      const seen = new Set<string>();
+      for (
+        let round = 1;
+        !seen.has("Database is closed.") && round <= 50;
+        round++
+      ) {
+        const kv = await open(join(dir, `${round}.kv`));
+        const store = new KvStore(kv);
+        await seed(store);
+        const calls = [
+          () => store.getIntent("pi_1"),
+          () => store.getDeadLetter("pi_2/settle"),
+          () => store.deliveries("pi_2/settle"),
+          () => store.listDeadLetters({}),
+        ];
+        const reads = Array.from(
+          { length: 60 },
+          (_, i) => calls[i % 4]!().then(() => null, (error) => error),
+        );
+        await new Promise((resolve) => setTimeout(resolve, round % 5));
+        kv.close();
+        for (const error of await Promise.all(reads)) {
+          if (error === null) continue;
+          const which = String((error as Error).message);
+          seen.add(
+            ((error as Error).cause as Error | undefined)?.message?.split(
+              "\n",
+            )[0] ?? which,
+          );
+          assert.match(which, CLOSED_READ, which);
+          assert.doesNotMatch(which, /\n|backtrace/i, which);
+          assert.equal(isNotRead(error), true, which);
+          assert.equal(isNotWritten(error), false, which);
+        }
+      }
+      assert.ok(
+        seen.has("Database is closed."),
+        `in 50 rounds, no read was cut short as the database closed: ${
+          [...seen].join(", ")
+        }`,
+      );
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  test({
+    name:
       `${name}: a write in flight as the handle closes is worded, and marked as nothing written only if it did not land`,
     ignore: false,
   }, async () => {
