@@ -54,19 +54,7 @@ export function closedKv(
   // A read the database's close cut short read nothing, and wrote nothing,
   // as one the closed handle refused.
   const before = closedBefore(error) ?? (call === "read" ? under : undefined);
-  if (before !== undefined) {
-    const refused = new Error(
-      `Cannot ${
-        call === "read" ? "read" : "write to"
-      } Deno KV as its handle is closed (${before}): ${
-        call === "read" ? "nothing was read" : "nothing was written"
-      }. The service closes it as it stops; a running instance takes the queue's next delivery.`,
-      { cause: error },
-    );
-    if (call === "write") return notWritten(refused);
-    CLOSED_READS.add(refused);
-    return refused;
-  }
+  if (before !== undefined) return closedCall(error, before, call);
   if (call === "write" && under !== undefined) {
     return new Error(
       `Cannot finish the write as Deno KV was closed under it (${under}): it may have landed or not. The service closes it as it stops; a running instance takes the queue's next delivery, which reads the record again.`,
@@ -74,6 +62,29 @@ export function closedKv(
     );
   }
   return undefined;
+}
+
+/**
+ * The operator's error of a call on a closed handle that read or wrote
+ * nothing, quoting `words` (`Deno: "Bad resource ID"`): a write's marked
+ * as nothing written, a read's kept for {@linkcode closedRead}.
+ */
+function closedCall(
+  error: Error,
+  words: string,
+  call: "read" | "write",
+): Error {
+  const refused = new Error(
+    `Cannot ${
+      call === "read" ? "read" : "write to"
+    } Deno KV as its handle is closed (${words}): ${
+      call === "read" ? "nothing was read" : "nothing was written"
+    }. The service closes it as it stops; a running instance takes the queue's next delivery.`,
+    { cause: error },
+  );
+  if (call === "write") return notWritten(refused);
+  CLOSED_READS.add(refused);
+  return refused;
 }
 
 /** `@deno/kv`'s words for a call on a closed handle, before it sends anything. */
@@ -153,9 +164,11 @@ function addonWords(error: Error): string | undefined {
  * ```
  */
 export function closedBeforeWrite(error: unknown): Error | undefined {
-  return error instanceof Error && CLOSED_READS.has(error)
-    ? closedKv(error.cause, "write")
-    : undefined;
+  if (!(error instanceof Error && CLOSED_READS.has(error))) return undefined;
+  // The read's own words, whether the handle refused it or the close cut
+  // it short: either way the write sent nothing to commit.
+  const read = error.cause as Error;
+  return closedCall(read, closedBefore(read) ?? closedUnder(read)!, "write");
 }
 
 /**

@@ -130,6 +130,49 @@ Deno.test("a KvStore write whose commit landed, answered as a race lost (a KV Co
   }
 });
 
+Deno.test("a KvStore write whose first read the handle's close cut short (Deno's \"Database is closed.\") sent nothing to commit: it says nothing was written, and is marked so", async () => {
+  // Until three writes met it (the close does not always beat the read),
+  // or 20 rounds of every write.
+  let cut = 0;
+  const writes = Array.from({ length: 20 }, () => Object.entries(WRITES))
+    .flat();
+  for (const [name, write] of writes) {
+    if (cut >= 3) break;
+    const kv = await Deno.openKv(":memory:");
+    const at = await seed(new KvStore(kv));
+    // The handle closes as the write's first read is under way.
+    let armed = true;
+    const closing: KvLike = {
+      getMany: (keys) => {
+        const read = kv.getMany(keys);
+        if (armed) {
+          armed = false;
+          kv.close();
+        }
+        return read;
+      },
+      atomic: () => kv.atomic(),
+      list: (selector, options) => kv.list(selector, options),
+    };
+    const thrown = await write(new KvStore(closing), at).then(
+      () => null,
+      (e) => e,
+    );
+    if (armed) kv.close();
+    const cause = (thrown as Error | null)?.cause as Error | undefined;
+    if (cause?.message !== "Database is closed.") continue;
+    cut++;
+    const which = `${name}: ${(thrown as Error).message}`;
+    assert.match(
+      (thrown as Error).message,
+      /^Cannot write to Deno KV as its handle is closed \(Deno: "Database is closed\."\): nothing was written\./,
+      which,
+    );
+    assert.equal(isNotWritten(thrown), true, which);
+  }
+  assert.ok(cut >= 3, `only ${cut} writes had their first read cut short`);
+});
+
 Deno.test("KvStore.listDeadLetters() on a Deno KV handle closed between its list and its read of the letters says nothing was read, and is marked so", async () => {
   const kv = await Deno.openKv(":memory:");
   await seed(new KvStore(kv));
