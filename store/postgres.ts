@@ -1897,6 +1897,14 @@ export class PostgresStore implements Store {
       try {
         for (let round = 1; round <= ABSORB_ROUNDS; round++) {
           this.#absorbAgain = false;
+          // Not in the turn of the loss: postgres.js 3.4.9 fails a reset
+          // connection's queries at its socket's error and reports the
+          // close a turn later, and a query handed to the connection in
+          // between is written to nothing, never settles, and keeps the
+          // connection from opening again. A probe sent there took a
+          // pool of 1 for good on a client without `answeredSocketOption`
+          // (every read after it "did not answer within …ms").
+          await this.#pause(round === 1 ? 0 : ABSORB_GAP_MS);
           if (this.#closed) return;
           // One probe first: while the server is down, one connect a round,
           // not a pool's worth (each failed connect lengthens postgres.js's
@@ -1910,22 +1918,25 @@ export class PostgresStore implements Store {
             if (answers.includes("ended")) return;
             if (!answers.includes("unreached") && !this.#absorbAgain) return;
           }
-          // The gap, cut short by `close()`, which ends the rounds.
-          if (this.#closed) return;
-          await new Promise<void>((resolve) => {
-            const done = () => {
-              clearTimeout(timer);
-              this.#onClose.delete(done);
-              resolve();
-            };
-            const timer = setTimeout(done, ABSORB_GAP_MS);
-            this.#onClose.add(done);
-          });
         }
       } finally {
         this.#absorbing = false;
       }
     })();
+  }
+
+  /** A wait of `ms` (a timer's turn at 0), cut short by `close()`. */
+  #pause(ms: number): Promise<void> {
+    if (this.#closed) return Promise.resolve();
+    return new Promise<void>((resolve) => {
+      const done = () => {
+        clearTimeout(timer);
+        this.#onClose.delete(done);
+        resolve();
+      };
+      const timer = setTimeout(done, ms);
+      this.#onClose.add(done);
+    });
   }
 
   /**
@@ -2026,7 +2037,12 @@ export class PostgresStore implements Store {
         try {
           answer = await query;
         } catch (error) {
-          if (connectionLost(error)) this.#absorb();
+          if (connectionLost(error)) {
+            this.#absorb();
+            // Its close is reported a turn after the error (see #absorb):
+            // a read asked again, or the caller's next, waits for it.
+            await this.#pause(0);
+          }
           if ((error as { code?: unknown })?.code === "55P03") {
             LOCKED_READS.add(error as object);
           }

@@ -1,0 +1,101 @@
+/**
+ * PostgresStore on the docs' short client (`postgres(url)`, with or
+ * without `reconnectBackoffS`, no `answeredSocketOption`), its idle
+ * connections ended by the server (`pg_terminate_backend`, as an
+ * operator, `idle_session_timeout` or a restart ends them) right before
+ * the next read, on a real server: the read the end meets fails as a lost
+ * connection, and the next one answers, round after round, in a pool of 1
+ * and of 2.
+ *
+ * The end reaches the client as a reset of the read (`read ECONNRESET`)
+ * in most runs here, and postgres.js 3.4.9 reports the close a turn after
+ * the error: the store's probe of the pool, sent in the error's turn, was
+ * written to nothing and kept the connection from opening again, so every
+ * later read of a pool of 1 "did not answer within …ms".
+ *
+ * @module
+ */
+
+import assert from "node:assert/strict";
+import postgres from "postgres";
+import { PostgresStore, reconnectBackoffS } from "../../store/postgres.ts";
+import {
+  connect,
+  freshSchema,
+  postgresAvailable,
+  postgresUrl,
+  serverUpFirst,
+} from "../_postgres.ts";
+import { timeout } from "../_timeout.ts";
+
+const WAIT_MS = 1_000;
+const ROUNDS = 5;
+
+serverUpFirst();
+
+for (const max of [1, 2]) {
+  for (const backoff of [false, true]) {
+    Deno.test({
+      name: `PostgresStore on postgres(url${
+        backoff ? ", { backoff: reconnectBackoffS }" : ""
+      }) (a pool of ${max}): a read after the server ended its idle connections answers once each ended one was met, round after round`,
+      ignore: !postgresAvailable,
+      fn: timeout(30_000, async () => {
+        const admin = await connect(2);
+        const schema = freshSchema();
+        const sql = postgres(await postgresUrl(), {
+          max,
+          ...(backoff ? { backoff: reconnectBackoffS } : {}),
+          onnotice: () => {},
+          max_lifetime: null,
+          connection: { application_name: schema },
+        });
+        const store = new PostgresStore(sql, {
+          schema,
+          connectionWaitMs: WAIT_MS,
+        });
+        try {
+          await store.migrate();
+          await store.createIntent({ id: "pi_1", hold: "pending" });
+          const seen: string[] = [];
+          for (let round = 0; round < ROUNDS; round++) {
+            // Every connection of the pool open, then ended.
+            await Promise.all(
+              Array.from({ length: max }, () => store.getIntent("pi_1")),
+            );
+            await admin`
+              SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+              WHERE application_name = ${schema}`;
+            // Each read meets one ended connection at most, and fails as
+            // lost at once; a read of a connection opened anew answers.
+            const reads: string[] = [];
+            while (reads.length <= max && reads.at(-1) !== "pending") {
+              reads.push(
+                await store.getIntent("pi_1").then(
+                  (intent) => `${intent?.hold}`,
+                  (error: Error) =>
+                    /^PostgreSQL lost the connection during the store's read/
+                        .test(error.message)
+                      ? "lost"
+                      : error.message,
+                ),
+              );
+            }
+            seen.push(reads.join(", "));
+          }
+          // What the pool answered in each round, a lost read before the
+          // answer where the read met an ended connection.
+          assert.deepEqual(
+            seen.filter((reads) => !/^(lost, )*pending$/.test(reads)),
+            [],
+          );
+        } finally {
+          store.close();
+          await sql.end({ timeout: 1 });
+          await admin.unsafe(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
+          await admin.end();
+        }
+      }),
+    });
+  }
+}
