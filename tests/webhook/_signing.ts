@@ -140,6 +140,30 @@ export function signHmac(
   return hmacSignature(secret, body, timeS);
 }
 
+/**
+ * A signed `POST /v1/deliveries` of `intentId`'s settle job as delivery
+ * `n`, its `X-Signature` under `secret` at `timeS`.
+ */
+export function signedDelivery(
+  secret: string,
+  intentId: string,
+  n: number,
+  timeS: number,
+): RequestInit {
+  const body = JSON.stringify({
+    job: { intentId, kind: "settle" },
+    delivery: n,
+  });
+  return {
+    method: "POST",
+    body,
+    headers: {
+      "content-type": "application/json",
+      "x-signature": signHmac(secret, body, timeS),
+    },
+  };
+}
+
 /** A local stand-in for Google's OIDC issuer: an RSA key pair and its JWKS. */
 export interface Google {
   readonly jwks: JsonWebKey[];

@@ -26,7 +26,7 @@ import {
   serverUpFirst,
 } from "../_postgres.ts";
 import { timeout } from "../_timeout.ts";
-import { signHmac } from "./_signing.ts";
+import { signedDelivery } from "./_signing.ts";
 
 const OPS = "ops-token-for-tests";
 const SECRET = "webhook-secret-for-tests";
@@ -45,18 +45,7 @@ const WRITABLE =
 
 /** A signed POST /v1/deliveries of pi_1's settle job as delivery `n`. */
 function delivery(n: number): RequestInit {
-  const body = JSON.stringify({
-    job: { intentId: "pi_1", kind: "settle" },
-    delivery: n,
-  });
-  return {
-    method: "POST",
-    body,
-    headers: {
-      "content-type": "application/json",
-      "x-signature": signHmac(SECRET, body, Math.floor(NOW / 1000)),
-    },
-  };
+  return signedDelivery(SECRET, "pi_1", n, Math.floor(NOW / 1000));
 }
 
 /**

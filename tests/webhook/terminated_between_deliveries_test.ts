@@ -23,25 +23,14 @@ import {
   serverUpFirst,
 } from "../_postgres.ts";
 import { timeout } from "../_timeout.ts";
-import { signHmac } from "./_signing.ts";
+import { signedDelivery } from "./_signing.ts";
 
 const SECRET = "webhook-secret-for-tests";
 const NOW = 1_000_000;
 
 /** A signed POST /v1/deliveries of `intentId`'s settle job as delivery `n`. */
 function delivery(intentId: string, n: number): RequestInit {
-  const body = JSON.stringify({
-    job: { intentId, kind: "settle" },
-    delivery: n,
-  });
-  return {
-    method: "POST",
-    body,
-    headers: {
-      "content-type": "application/json",
-      "x-signature": signHmac(SECRET, body, Math.floor(NOW / 1000) + n),
-    },
-  };
+  return signedDelivery(SECRET, intentId, n, Math.floor(NOW / 1000) + n);
 }
 
 serverUpFirst();
