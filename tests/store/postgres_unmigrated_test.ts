@@ -19,6 +19,20 @@ import { freshSchema, postgresAvailable, sharedClient } from "../_postgres.ts";
 
 const ignore = !postgresAvailable;
 
+/** A store on a fresh schema this version migrated, holding pi_0001. */
+async function migratedWithIntent() {
+  const schema = freshSchema();
+  const sql = await sharedClient();
+  const store = new PostgresStore(sql, { schema });
+  await store.migrate();
+  await store.createIntent({
+    id: "pi_0001",
+    state: "authorized",
+    hold: "pending",
+  });
+  return { schema, sql, store };
+}
+
 /** The error `call` rejects with. */
 async function failure(call: () => Promise<unknown>): Promise<Error> {
   try {
@@ -96,15 +110,7 @@ Deno.test({
     "PostgresStore on a schema an earlier revision migrated (no tx_hashes column, no refuse_stale function) names migrate() on every intent call, keeping PostgreSQL's error as the cause",
   ignore,
   async fn() {
-    const schema = freshSchema();
-    const sql = await sharedClient();
-    const store = new PostgresStore(sql, { schema });
-    await store.migrate();
-    await store.createIntent({
-      id: "pi_0001",
-      state: "authorized",
-      hold: "pending",
-    });
+    const { schema, sql, store } = await migratedWithIntent();
     // The schema as the first revisions of PostgresStore migrated it
     // (25bb555, read back with pg_dump): the same tables, without the
     // column and the function a later one added.
@@ -160,15 +166,7 @@ Deno.test({
     "PostgresStore on a schema a revision migrated with tx_hashes but before refuse_stale names migrate() on an intent's write, keeping PostgreSQL's error (an undefined function) as the cause",
   ignore,
   async fn() {
-    const schema = freshSchema();
-    const sql = await sharedClient();
-    const store = new PostgresStore(sql, { schema });
-    await store.migrate();
-    await store.createIntent({
-      id: "pi_0001",
-      state: "authorized",
-      hold: "pending",
-    });
+    const { schema, sql, store } = await migratedWithIntent();
     // The revisions from b39a30d4 (tx_hashes) to fc7c6f1c (refuse_stale)
     // migrated the column but not the function.
     await sql.unsafe(`DROP FUNCTION "${schema}".refuse_stale(bigint)`);
@@ -215,15 +213,7 @@ Deno.test({
     "PostgresStore on a current schema, an operator's trigger on it calling a function or column that does not exist, says so, not run migrate() (which mends nothing), and writes nothing",
   ignore,
   async fn() {
-    const schema = freshSchema();
-    const sql = await sharedClient();
-    const store = new PostgresStore(sql, { schema });
-    await store.migrate();
-    await store.createIntent({
-      id: "pi_0001",
-      state: "authorized",
-      hold: "pending",
-    });
+    const { schema, sql, store } = await migratedWithIntent();
     // An operator's audit trigger, its function's body naming what the
     // database lacks: PostgreSQL raises 42883 (42703 for a column) inside
     // the store's write, with the function in its context.
