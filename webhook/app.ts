@@ -3075,13 +3075,18 @@ export function createApp(deps: AppDeps): WebhookApp {
 
   /**
    * The deliveries a queue's give-up counts: the queue's own count where
-   * it is an integer >= 1, else the store's ({@linkcode countedSoFar}).
-   * The queue has given up on the job either way: a give-up refused for a
-   * count it could not read would end the queue's calls (QStash's 489) or
-   * spend them, and nothing would resolve the intent.
+   * it is an integer >= 1, else the store's ({@linkcode countedSoFar}:
+   * under `message` first, if given). The queue has given up on the job
+   * either way: a give-up refused for a count it could not read would end
+   * the queue's calls (QStash's 489) or spend them, or a bridge would drop
+   * it as a 4xx, and nothing would resolve the intent.
    */
-  async function givenUpAfter(job: Job, counted: unknown): Promise<number> {
-    return isCount(counted) ? counted : await countedSoFar(job);
+  async function givenUpAfter(
+    job: Job,
+    counted: unknown,
+    message?: string,
+  ): Promise<number> {
+    return isCount(counted) ? counted : await countedSoFar(job, message);
   }
 
   /**
@@ -3173,10 +3178,17 @@ export function createApp(deps: AppDeps): WebhookApp {
       // A bridge's give-up: its queue stopped delivering the job. Resolved
       // as QStash's failure callback is: poisoned as exhausted, the intent
       // resolved by its state, nothing sent; a repeat changes nothing.
-      const { deliveries, messageId } = (typeof gaveUp === "object" &&
-          gaveUp !== null
-        ? gaveUp
-        : {}) as Record<string, unknown>;
+      if (
+        typeof gaveUp !== "object" || gaveUp === null || Array.isArray(gaveUp)
+      ) {
+        throw badInput(
+          "deliveries",
+          `'gaveUp' must be an object: current value is ${
+            show(gaveUp)
+          }. A give-up is ${GAVE_UP_EXAMPLE}.`,
+        );
+      }
+      const { deliveries, messageId } = gaveUp as Record<string, unknown>;
       if (delivery !== undefined || rawMessageId !== undefined) {
         throw badInput(
           "deliveries",
@@ -3195,9 +3207,10 @@ export function createApp(deps: AppDeps): WebhookApp {
         job,
         // A bridge that let the store count its deliveries has no count of
         // its own: the store's, as for a Pub/Sub dead letter without one.
-        deliveries === undefined
-          ? await countedSoFar(job, bridgeCountKey(jobIdOf(job), id))
-          : deliveryFrom("deliveries", deliveries, "'gaveUp.deliveries'"),
+        // So is one whose count cannot be read (SQS's ApproximateReceiveCount
+        // passed on as the string "5"): refused, a bridge that takes a 4xx
+        // as final would drop the give-up, and nothing resolve the intent.
+        await givenUpAfter(job, deliveries, bridgeCountKey(jobIdOf(job), id)),
         { queue: "generic", messageId: id },
         claim,
       );

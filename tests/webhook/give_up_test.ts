@@ -570,6 +570,37 @@ Deno.test("POST /v1/deliveries: a repeated give-up with no count answers as the 
   assert.equal((await store.getDeadLetter("pi_0003/settle"))?.deliveries, 2);
 });
 
+Deno.test("POST /v1/deliveries resolves a give-up whose 'gaveUp.deliveries' cannot be read with the store's count, as one without it: refused, a bridge that takes a 4xx as final drops it, and nothing resolves the intent", async () => {
+  // SQS's ApproximateReceiveCount passed on as it comes (a string), and
+  // other counts that are not an integer >= 1.
+  for (const deliveries of ["5", "", 0, -1, 1.5, 2 ** 53, null, true, {}]) {
+    const what = JSON.stringify(deliveries);
+    const { app, store } = await makeApp({
+      intents: [{ id: "pi_0003", state: "authorized", hold: "pending" }],
+    });
+    await store.admit({ count: "pi_0003/settle", now: NOW });
+    await store.admit({ count: "pi_0003/settle", now: NOW });
+    const res = await app.request(
+      "/v1/deliveries",
+      await genericRequest(JSON.stringify({
+        job: { intentId: "pi_0003", kind: "settle" },
+        gaveUp: { deliveries, messageId: "m-1" },
+      })),
+    );
+    assert.equal(res.status, 200, `${what}: ${await res.clone().text()}`);
+    assert.deepEqual(await res.json(), {
+      outcome: "poison",
+      job: "pi_0003/settle",
+      delivery: 2,
+      reason: "the queue gave up after 2 deliveries",
+      resolution: "job dropped, intent still authorized",
+    }, what);
+    const letter = await store.getDeadLetter("pi_0003/settle");
+    assert.equal(letter?.deliveries, 2, what);
+    assert.deepEqual(letter?.queue, { queue: "generic", messageId: "m-1" });
+  }
+});
+
 Deno.test("POST /v1/deliveries refuses a give-up it cannot read (400), saying what it takes, and touches nothing", async () => {
   const { app, writes } = await makeApp({ intents: [settling] });
   const job = { intentId: "pi_0002", kind: "settle" };
@@ -587,11 +618,33 @@ Deno.test("POST /v1/deliveries refuses a give-up it cannot read (400), saying wh
         { job, gaveUp: { deliveries: 7 } },
         /'gaveUp.messageId' must be your queue's id of the message/,
       ],
+      // Not a give-up's object: the bridge's own code sends it so on every
+      // give-up, not a count its queue passed on.
       [
-        { job, gaveUp: { deliveries: 0, messageId: "m-1" } },
-        /'gaveUp.deliveries' must be an integer >= 1/,
+        { job, gaveUp: true },
+        /^'gaveUp' must be an object: current value is true\. A give-up is /,
       ],
-      [{ job, gaveUp: true }, /'gaveUp.messageId'/],
+      [
+        { job, gaveUp: null },
+        /^'gaveUp' must be an object: current value is null\./,
+      ],
+      [
+        { job, gaveUp: [7, "m-1"] },
+        /^'gaveUp' must be an object: current value is \[7,"m-1"\]\./,
+      ],
+      [
+        { job, gaveUp: "m-1" },
+        /^'gaveUp' must be an object: current value is "m-1"\./,
+      ],
+      // No readable job: nothing names the intent to resolve.
+      [{ gaveUp: { deliveries: 7, messageId: "m-1" } }, /^'job' is missing/],
+      [
+        {
+          job: { intentId: "pi_0002" },
+          gaveUp: { deliveries: 7, messageId: "m-1" },
+        },
+        /kind/,
+      ],
     ] as const
   ) {
     const res = await app.request(
