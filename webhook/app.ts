@@ -1271,6 +1271,31 @@ function isCount(value: unknown): value is number {
     value >= 1;
 }
 
+/** The most characters of a count that cannot be read a log line shows. */
+const COUNT_SHOWN = 20;
+
+/**
+ * A queue's count that cannot be read, as a log line shows it: its first
+ * {@linkcode COUNT_SHOWN} characters with every control character (a line
+ * break, an escape) stripped, quoted if a string. Most such counts come
+ * in a header no signature covers, so whoever sends the request chose
+ * them: a line must neither grow with one nor be broken by one.
+ */
+function shownCount(value: unknown): string {
+  const text = typeof value === "string"
+    ? value.slice(0, COUNT_SHOWN + 1)
+    : show(value).slice(0, COUNT_SHOWN + 1);
+  const cut = text.length > COUNT_SHOWN;
+  // C0, DEL, C1 and the Unicode line and paragraph separators.
+  const clean = text.slice(0, COUNT_SHOWN).replace(
+    /[\p{Cc}\u2028\u2029]/gu,
+    "",
+  );
+  return `${typeof value === "string" ? JSON.stringify(clean) : clean}${
+    cut ? "…" : ""
+  }`;
+}
+
 /** A delivery number from a queue: a safe integer >= 1, or a bad-input refusal naming `what`. */
 function deliveryFrom(route: Route, value: unknown, what: string): number {
   if (isCount(value)) return value;
@@ -1917,6 +1942,8 @@ export function createApp(deps: AppDeps): WebhookApp {
    * retries. `claim` is the verified request's replay claim (QStash's
    * `jti`, the generic route's `v1`; none for Pub/Sub, whose token does not
    * cover the body, nor for an unsigned insecure-dev delivery).
+   * `notRead`, given only for a queue's count that could not be read, is
+   * told the delivery number the store counted, for its log line.
    */
   async function deliver(
     route: Route,
@@ -1926,6 +1953,7 @@ export function createApp(deps: AppDeps): WebhookApp {
     countAs?: string,
     message?: QueueIds,
     pushId?: string,
+    notRead?: (delivery: number) => void,
   ): Promise<Response> {
     // The queue's own id of the message, so a line can be found from the
     // queue's console (and a give-up's repeat told from a late copy).
@@ -1972,6 +2000,7 @@ export function createApp(deps: AppDeps): WebhookApp {
         seen,
       );
     }
+    notRead?.(outcome.delivery);
     log(`worker  ${formatOutcome(job, outcome)}${seen}`);
     return answer(route, job, outcome);
   }
@@ -2379,6 +2408,11 @@ export function createApp(deps: AppDeps): WebhookApp {
       undefined,
       // The failure callback names this id as its source message.
       messageId === undefined ? undefined : { queue: "qstash", messageId },
+      undefined,
+      // Only a header that is there and cannot be read is logged.
+      attempt === undefined && retried !== undefined
+        ? (delivery) => qstashCountNotRead(retried, delivery)
+        : undefined,
     );
   });
 
@@ -2635,6 +2669,7 @@ export function createApp(deps: AppDeps): WebhookApp {
       delivery?: number;
       countAs?: string;
       source?: string;
+      notRead?: unknown;
     } => {
       const attempt = seen.attempt;
       const source = {
@@ -2659,16 +2694,17 @@ export function createApp(deps: AppDeps): WebhookApp {
       // so too: acked as an unreadable letter, the job would lose its
       // policy's deliveries and its intent be left unresolved. It says
       // nothing of a dead-letter policy, either way.
-      if (attempt === undefined || attempt === 0) {
-        missingDeadLetterPolicy(subscription);
-      }
-      return {
+      const missing = attempt === undefined || attempt === 0;
+      if (missing) missingDeadLetterPolicy(subscription);
+      const counted = {
         job: push.job,
         countAs: subscription === undefined
           ? `pubsub/${push.id}`
           : `pubsub/${subscription.project}/${subscription.name}/${push.id}`,
         ...source,
       };
+      // Only a count that is there and cannot be read is logged.
+      return missing ? counted : { ...counted, notRead: attempt };
     });
     if (got instanceof Response) return got;
     return await deliver(
@@ -2682,6 +2718,9 @@ export function createApp(deps: AppDeps): WebhookApp {
         ? undefined
         : { queue: "pubsub", dlqId: got.source },
       got.id,
+      "notRead" in got
+        ? (delivery) => pubsubCountNotRead(got.notRead, delivery)
+        : undefined,
     );
   });
 
@@ -2859,6 +2898,8 @@ export function createApp(deps: AppDeps): WebhookApp {
     const deliveries = await givenUpAfter(
       job,
       typeof retried === "number" ? retried + 1 : undefined,
+      retried,
+      failedCountNotRead,
     );
     const messageId = idFrom(sourceId);
     const dlq = idFrom(dlqId);
@@ -2911,9 +2952,12 @@ export function createApp(deps: AppDeps): WebhookApp {
     if (push instanceof Response) return push;
     const { job, id: messageId, attributes } = push;
     // Pub/Sub sets the source subscription's delivery count when it forwards.
+    const count = attributes.CloudPubSubDeadLetterSourceDeliveryCount;
     const deliveries = await givenUpAfter(
       job,
-      Number(attributes.CloudPubSubDeadLetterSourceDeliveryCount),
+      Number(count),
+      count,
+      deadLetterCountNotRead,
     );
     const source = sourceMessage(attributes, job);
     return await giveUp("pubsub", job, deliveries, {
@@ -3074,19 +3118,82 @@ export function createApp(deps: AppDeps): WebhookApp {
   }
 
   /**
+   * A route's log line for a queue's count that could not be read (`field`
+   * as sent, `value`), which the store's count stood in for (`done`, told
+   * that count): at most one a minute per route, paced as a refusal's
+   * line is. An operator sees a queue or bridge whose counts are
+   * unreadable (a bridge passing SQS's ApproximateReceiveCount as a
+   * string); a flood of forged headers does not flood the log.
+   */
+  function countNotReadLog(
+    name: string,
+    field: string,
+    done: (deliveries: number) => string,
+  ): (value: unknown, deliveries: number) => void {
+    const due = oncePer(REFUSALS_LOG_INTERVAL_MS, now);
+    return (value, deliveries) => {
+      if (!due()) return;
+      log(
+        `relayer ${name}: ${field} ${shownCount(value)} is not a count; ${
+          done(deliveries)
+        }`,
+      );
+    };
+  }
+  const countedHere = (delivery: number) =>
+    `the delivery was counted here (#${delivery})`;
+  const givenUpHere = (deliveries: number) =>
+    `the give-up takes the count kept here (${deliveries})`;
+  const qstashCountNotRead = countNotReadLog(
+    "POST /v1/qstash",
+    "Upstash-Retried",
+    countedHere,
+  );
+  const pubsubCountNotRead = countNotReadLog(
+    "POST /v1/pubsub",
+    "deliveryAttempt",
+    countedHere,
+  );
+  const failedCountNotRead = countNotReadLog(
+    "POST /v1/qstash/failed",
+    "retried",
+    givenUpHere,
+  );
+  const deadLetterCountNotRead = countNotReadLog(
+    "POST /v1/pubsub/dead-letter",
+    "CloudPubSubDeadLetterSourceDeliveryCount",
+    givenUpHere,
+  );
+  const bridgeCountNotRead = countNotReadLog(
+    "POST /v1/deliveries",
+    "gaveUp.deliveries",
+    (deliveries) =>
+      `${
+        givenUpHere(deliveries)
+      }; send an integer >= 1 (parse a count your queue gives as a string), or leave it out`,
+  );
+
+  /**
    * The deliveries a queue's give-up counts: the queue's own count where
    * it is an integer >= 1, else the store's ({@linkcode countedSoFar}:
    * under `message` first, if given). The queue has given up on the job
    * either way: a give-up refused for a count it could not read would end
    * the queue's calls (QStash's 489) or spend them, or a bridge would drop
-   * it as a 4xx, and nothing would resolve the intent.
+   * it as a 4xx, and nothing would resolve the intent. `sent`, the count
+   * as the queue sent it, is logged by `notRead` where it is there and
+   * cannot be read; a count left out is the store's, unlogged.
    */
   async function givenUpAfter(
     job: Job,
     counted: unknown,
+    sent: unknown,
+    notRead: (value: unknown, deliveries: number) => void,
     message?: string,
   ): Promise<number> {
-    return isCount(counted) ? counted : await countedSoFar(job, message);
+    if (isCount(counted)) return counted;
+    const deliveries = await countedSoFar(job, message);
+    if (sent !== undefined) notRead(sent, deliveries);
+    return deliveries;
   }
 
   /**
@@ -3210,7 +3317,13 @@ export function createApp(deps: AppDeps): WebhookApp {
         // So is one whose count cannot be read (SQS's ApproximateReceiveCount
         // passed on as the string "5"): refused, a bridge that takes a 4xx
         // as final would drop the give-up, and nothing resolve the intent.
-        await givenUpAfter(job, deliveries, bridgeCountKey(jobIdOf(job), id)),
+        await givenUpAfter(
+          job,
+          deliveries,
+          deliveries,
+          bridgeCountNotRead,
+          bridgeCountKey(jobIdOf(job), id),
+        ),
         { queue: "generic", messageId: id },
         claim,
       );

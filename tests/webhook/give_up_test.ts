@@ -601,6 +601,73 @@ Deno.test("POST /v1/deliveries resolves a give-up whose 'gaveUp.deliveries' cann
   }
 });
 
+Deno.test("a give-up route logs a count it cannot read, at most once a minute per route, and not a count left out", async () => {
+  const lines: string[] = [];
+  let t = NOW;
+  const { app } = await withDeadLetterRoute([
+    settling,
+    { id: "pi_0003", state: "authorized", hold: "pending" },
+  ], { log: (line) => lines.push(line), now: () => t });
+  const counts = () => lines.filter((line) => / is not a count; /.test(line));
+  const generic = async (intentId: string, deliveries: unknown) =>
+    await app.request(
+      "/v1/deliveries",
+      await genericRequest(
+        JSON.stringify({
+          job: { intentId, kind: "settle" },
+          gaveUp: { deliveries, messageId: "m-1" },
+        }),
+        { timeS: Math.floor(t / 1000) },
+      ),
+    );
+  // Left out: the store's count, and nothing to say.
+  let res = await generic("pi_0003", undefined);
+  assert.equal(res.status, 200);
+  await res.body?.cancel();
+  assert.deepEqual(counts(), []);
+  res = await generic("pi_0003", "5");
+  assert.equal(res.status, 200);
+  await res.body?.cancel();
+  res = await generic("pi_0003", "6");
+  assert.equal(res.status, 200);
+  await res.body?.cancel();
+  assert.deepEqual(counts(), [
+    'relayer POST /v1/deliveries: gaveUp.deliveries "5" is not a count; the give-up takes the count kept here (1); send an integer >= 1 (parse a count your queue gives as a string), or leave it out',
+  ]);
+  // Another route's line is paced apart.
+  res = await app.request(
+    "/v1/qstash/failed",
+    await failedRequest(callback(job, { retried: "x" })),
+  );
+  assert.equal(res.status, 200, await res.clone().text());
+  await res.body?.cancel();
+  const g = await theGoogle();
+  res = await app.request("/v1/pubsub/dead-letter", {
+    method: "POST",
+    body: deadLetterEnvelope(job, {
+      CloudPubSubDeadLetterSourceDeliveryCount: "five",
+    }),
+    headers: {
+      authorization: `Bearer ${await g.token({ aud: DEAD_LETTER_AUDIENCE })}`,
+    },
+  });
+  assert.equal(res.status, 204);
+  assert.deepEqual(counts().slice(1), [
+    'relayer POST /v1/qstash/failed: retried "x" is not a count; the give-up takes the count kept here (1)',
+    'relayer POST /v1/pubsub/dead-letter: CloudPubSubDeadLetterSourceDeliveryCount "five" is not a count; the give-up takes the count kept here (1)',
+  ]);
+  // A minute on, the generic route's next one is said.
+  t += 60_000;
+  res = await generic("pi_0003", 1.5);
+  assert.equal(res.status, 200);
+  await res.body?.cancel();
+  assert.equal(counts().length, 4);
+  assert.match(
+    counts()[3] ?? "",
+    /^relayer POST \/v1\/deliveries: gaveUp.deliveries 1.5 is not a count; /,
+  );
+});
+
 Deno.test("POST /v1/deliveries refuses a give-up it cannot read (400), saying what it takes, and touches nothing", async () => {
   const { app, writes } = await makeApp({ intents: [settling] });
   const job = { intentId: "pi_0002", kind: "settle" };

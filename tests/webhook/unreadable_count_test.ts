@@ -143,3 +143,52 @@ Deno.test("POST /v1/pubsub says nothing of a dead-letter policy for a push whose
     lines.join("\n"),
   );
 });
+
+Deno.test("POST /v1/qstash and POST /v1/pubsub log a count they cannot read, at most once a minute per route, its value cut and stripped of control characters, and nothing for a count that is well formed or left out", async () => {
+  const lines: string[] = [];
+  let t = NOW;
+  const { app } = await makeApp({
+    intents: [settling],
+    deps: {
+      log: (line) => lines.push(line),
+      now: () => t,
+      policy: { maxDeliveries: 10 },
+    },
+  });
+  const counts = () => lines.filter((line) => / is not a count; /.test(line));
+  const deliver = async (path: string, init: RequestInit) => {
+    const res = await app.request(path, init);
+    assert.equal(res.status, 503, await res.clone().text());
+    await res.body?.cancel();
+  };
+  await deliver("/v1/qstash", await qstash("0"));
+  await deliver("/v1/qstash", await qstash(undefined));
+  await deliver("/v1/pubsub", await pubsub(undefined));
+  assert.deepEqual(counts(), []);
+  await deliver("/v1/qstash", await qstash("abc"));
+  await deliver("/v1/qstash", await qstash("def"));
+  // Pub/Sub's token does not sign the body: a forger's count that tries
+  // to write a line of its own.
+  await deliver(
+    "/v1/pubsub",
+    await pubsub("7\nrelayer POST /v1/qstash: forged\u2028\u001b[2J"),
+  );
+  assert.deepEqual(counts(), [
+    'relayer POST /v1/qstash: Upstash-Retried "abc" is not a count; the delivery was counted here (#2)',
+    'relayer POST /v1/pubsub: deliveryAttempt "7relayer POST /v1/q"… is not a count; the delivery was counted here (#2)',
+  ]);
+  assert.ok(lines.every((line) => !/[\p{Cc}\u2028]/u.test(line)));
+  // A minute on, each route says it again; a long value is cut.
+  t += 60_000;
+  await deliver(
+    "/v1/qstash",
+    await qstash("9".repeat(10_000)),
+  );
+  await deliver("/v1/pubsub", await pubsub(1.5));
+  assert.deepEqual(counts().slice(2), [
+    `relayer POST /v1/qstash: Upstash-Retried "${
+      "9".repeat(20)
+    }"… is not a count; the delivery was counted here (#4)`,
+    "relayer POST /v1/pubsub: deliveryAttempt 1.5 is not a count; the delivery was counted here (#3)",
+  ]);
+});
