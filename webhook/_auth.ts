@@ -247,16 +247,23 @@ function checkSecret(secret: unknown, option: string, setting: string): void {
  * header alone, so that a request whose header is missing or malformed is
  * refused before its body is read; one too old, ahead or in milliseconds
  * is refused once its body is read and its MAC checked, as a forger's
- * fresh `t` is.
+ * fresh `t` is. Its `untimely` is the refusal of such a `t` from the
+ * header alone, for a body over the limit, which is never read whole, so
+ * never MAC'd: the words are the same whoever signed it, and it is
+ * counted as `unverified`, its log line saying why.
  */
 export function hmacVerifier(
   secret: string,
   now: () => number,
   next?: string,
-): Verifier<
-  (body: string | Uint8Array, header: string | undefined) => Verification,
-  string | undefined
-> {
+):
+  & Verifier<
+    (body: string | Uint8Array, header: string | undefined) => Verification,
+    string | undefined
+  >
+  & {
+    readonly untimely: (header: string | undefined) => Refused | undefined;
+  } {
   checkSecret(secret, "webhookSecret", "WEBHOOK_SECRET");
   if (next !== undefined) {
     checkSecret(next, "webhookSecretNext", "WEBHOOK_SECRET_NEXT");
@@ -278,6 +285,12 @@ export function hmacVerifier(
       v1: match[2]!.toLowerCase(),
       inMs: match[1]!.length > 12,
     };
+  };
+  /** Whether a `t` (in milliseconds) is too old or too far ahead by `now`. */
+  const outOfTime = (atMs: number): boolean => {
+    const clock = now();
+    return clock - atMs > SIGNATURE_MAX_AGE_MS ||
+      atMs - clock > SIGNATURE_MAX_SKEW_MS;
   };
   const verify = (
     body: string | Uint8Array,
@@ -302,11 +315,7 @@ export function hmacVerifier(
         : { ok: false, detail: IN_MILLISECONDS.detail };
     }
     const atMs = timeS * 1000;
-    const clock = now();
-    if (
-      clock - atMs > SIGNATURE_MAX_AGE_MS ||
-      atMs - clock > SIGNATURE_MAX_SKEW_MS
-    ) {
+    if (outOfTime(atMs)) {
       // Said in the same words, signed or not: a forger learns nothing a
       // clock does not tell. Only the sender's own is `clock`, its line
       // saying so.
@@ -334,8 +343,27 @@ export function hmacVerifier(
       const signed = read(header);
       return "ok" in signed ? signed : undefined;
     },
+    untimely: (header: string | undefined): Refused | undefined => {
+      const signed = read(header);
+      if ("ok" in signed) return signed;
+      const detail = signed.inMs
+        ? IN_MILLISECONDS.detail
+        : outOfTime(signed.timeS * 1000)
+        ? OUT_OF_TIME.detail
+        : undefined;
+      return detail === undefined
+        ? undefined
+        : { ok: false, detail, hint: UNCHECKED_HINT };
+    },
   });
 }
+
+/**
+ * The log's note on a `t` refused from the header alone, its body over the
+ * limit: not known to be the sender's, so not said to be its clock.
+ */
+const UNCHECKED_HINT =
+  "Its body was over the limit, so not read, and its MAC not checked: if the sender signed it, both its timestamp and its body's size need putting right (once the timestamp is, such a body is refused 413).";
 
 /**
  * QStash's signing keys and the public URL its tokens name as `sub`.

@@ -2050,7 +2050,7 @@ export function createApp(deps: AppDeps): WebhookApp {
    * length or chunked.
    */
   const headerChecks = new Map<string, (c: Context) => void>([
-    ["POST /v1/deliveries", deliveriesHeaders],
+    ["POST /v1/deliveries", (c) => refuseUntimely(deliveriesHeaders(c))],
     ["POST /v1/qstash", (c) => void qstashHeaders(c, "/v1/qstash")],
     [
       "POST /v1/qstash/failed",
@@ -3247,9 +3247,33 @@ export function createApp(deps: AppDeps): WebhookApp {
     return header;
   }
 
+  /**
+   * A generic delivery's body over the limit is never read whole, so its
+   * MAC is never checked: a `t` out of time or in milliseconds is refused
+   * as the header alone tells (401, in the words it gets whoever signed
+   * it), ahead of the 413, so that a sender whose clock is off hears of
+   * its clock whatever its body's size, as it does on QStash.
+   */
+  function refuseUntimely(header: string | undefined): void {
+    const untimely = verifyHmac?.untimely(header);
+    if (untimely) {
+      throw unauthorized(untimely.detail, untimely.hint, untimely.kind);
+    }
+  }
+
   app.post("/v1/deliveries", async (c) => {
     const header = deliveriesHeaders(c);
-    const { bytes, text: raw } = await bodyOf(c, limitOf(c), within);
+    let read: { bytes: Uint8Array; text: string };
+    try {
+      read = await bodyOf(c, limitOf(c), within);
+    } catch (error) {
+      // Chunked, found over the limit as it was read (off the common path).
+      if (error instanceof Refusal && error.response.status === 413) {
+        refuseUntimely(header);
+      }
+      throw error;
+    }
+    const { bytes, text: raw } = read;
     let claim: ReplayClaim | undefined;
     if (verifyHmac) {
       // Over the bytes as sent (DESIGN §9: the raw body).

@@ -1,0 +1,163 @@
+/**
+ * `POST /v1/deliveries` checks an `X-Signature`'s MAC before its `t`, so a
+ * well-formed header with a `t` out of time (or in milliseconds) is read
+ * with its body. Two edges of that order: a body over the limit cannot be
+ * MAC'd, and a `t` out of time is answered in the same words whoever
+ * signed it, so such a request is refused for its `t` (401), as the
+ * headers alone tell, not for its size; and a body held back behind such
+ * a header is waited for only up to `bodyTimeoutMs`, then answered 408, as
+ * one behind a `t` in time is.
+ *
+ * @module
+ */
+
+import assert from "node:assert/strict";
+import { makeApp, NOW, SECRET } from "./_app.ts";
+import { signHmac } from "./_signing.ts";
+
+const encoder = new TextEncoder();
+
+/** A body of `text`, framed by its Content-Length or chunked. */
+function framed(framing: "length" | "chunked", text: string) {
+  return framing === "length"
+    ? { body: text, headers: { "content-length": String(text.length) } }
+    : {
+      body: new ReadableStream<Uint8Array>({
+        start(controller) {
+          controller.enqueue(encoder.encode(text));
+          controller.close();
+        },
+      }),
+      headers: { "transfer-encoding": "chunked" },
+    };
+}
+
+const NOW_S = Math.floor(NOW / 1000);
+const JOB = { intentId: "pi_0001", kind: "settle" };
+
+Deno.test("POST /v1/deliveries refuses a t out of time or in milliseconds with a body over the limit 401, in the words it gives one within the limit, by Content-Length as when chunked; its log line says the MAC was not checked; a t in time over the limit is still 413", async () => {
+  const lines: string[] = [];
+  const { app, writes } = await makeApp({
+    intents: [{ id: "pi_0001" }],
+    deps: { log: (line) => lines.push(line), maxBodyBytes: 1024 },
+  });
+  const small = JSON.stringify({ job: JOB });
+  const big = JSON.stringify({ job: JOB, pad: "x".repeat(2048) });
+  const logged: string[] = [];
+  const post = async (
+    text: string,
+    signature: string,
+    framing: "length" | "chunked",
+  ) => {
+    const { body, headers } = framed(framing, text);
+    const res = await app.request("/v1/deliveries", {
+      method: "POST",
+      body,
+      headers: { ...headers, "x-signature": signature },
+    });
+    return { status: res.status, problem: await res.json() };
+  };
+  for (
+    const [name, timeS] of [
+      ["10 minutes old", NOW_S - 600],
+      ["31 s ahead", NOW_S + 31],
+      ["in milliseconds", NOW],
+    ] as const
+  ) {
+    // The words a sender gets for its own t within the limit.
+    const own = await post(small, signHmac(SECRET, small, timeS), "length");
+    assert.equal(own.status, 401, name);
+    for (const framing of ["length", "chunked"] as const) {
+      for (
+        const signature of [
+          signHmac(SECRET, big, timeS),
+          `t=${timeS},v1=${"ab".repeat(32)}`,
+        ]
+      ) {
+        lines.length = 0;
+        const { status, problem } = await post(big, signature, framing);
+        assert.equal(status, 401, `${name} ${framing}: ${problem.detail}`);
+        assert.equal(problem.detail, own.problem.detail, `${name} ${framing}`);
+        logged.push(...lines);
+      }
+    }
+  }
+  // Logged (once a minute: the clock stands still), as a refusal the MAC
+  // could not tell the sender's, under the unverified kind.
+  assert.equal(logged.length, 1, logged.join("\n"));
+  assert.match(
+    logged[0]!,
+    /^relayer POST \/v1\/deliveries refused 401: The X-Signature timestamp is more than 5 minutes old.* Its body was over the limit, so not read, and its MAC not checked/,
+  );
+  assert.doesNotMatch(logged[0]!, /the signature verifies/);
+  // In time, the size is what is wrong.
+  for (const framing of ["length", "chunked"] as const) {
+    const { status } = await post(big, signHmac(SECRET, big, NOW_S), framing);
+    assert.equal(status, 413, framing);
+  }
+  assert.equal(writes(), 0);
+});
+
+/** A body whose first part comes at once and the rest never. */
+function heldBack(first: string): ReadableStream<Uint8Array> {
+  return new ReadableStream<Uint8Array>({
+    start(controller) {
+      controller.enqueue(encoder.encode(first));
+    },
+    pull: () => new Promise(() => {}),
+  }, { highWaterMark: 0 });
+}
+
+Deno.test("POST /v1/deliveries answers a body held back behind a t out of time 408 within bodyTimeoutMs and a quarter of it, as behind a t in time, whoever signed it, nothing written; sent whole, it is the 401 of its t", async () => {
+  const lines: string[] = [];
+  const timeoutMs = 100;
+  const { app, writes } = await makeApp({
+    intents: [{ id: "pi_0001" }],
+    deps: { log: (line) => lines.push(line), bodyTimeoutMs: timeoutMs },
+  });
+  const text = JSON.stringify({ job: JOB });
+  for (
+    const [name, signature] of [
+      ["the sender's, 10 minutes old", signHmac(SECRET, text, NOW_S - 600)],
+      ["a forger's, 10 minutes old", `t=${NOW_S - 600},v1=${"ab".repeat(32)}`],
+      ["the sender's, in time", signHmac(SECRET, text, NOW_S)],
+    ] as const
+  ) {
+    for (const framing of ["length", "chunked"] as const) {
+      const started = performance.now();
+      const res = await app.request("/v1/deliveries", {
+        method: "POST",
+        body: heldBack(text.slice(0, 10)),
+        headers: {
+          "x-signature": signature,
+          ...(framing === "length"
+            ? { "content-length": String(text.length) }
+            : { "transfer-encoding": "chunked" }),
+        },
+      });
+      const took = performance.now() - started;
+      const problem = await res.json();
+      assert.equal(res.status, 408, `${name} ${framing}: ${problem.detail}`);
+      assert.equal(problem.type, "urn:relayer:problem:body-timeout");
+      // The bound the docs give (a quarter more, the deadlines' tick), and
+      // 100 ms for a loaded machine's timers.
+      assert.ok(
+        took >= timeoutMs - 5 && took < timeoutMs * 1.25 + 100,
+        `${name} ${framing}: ${took} ms`,
+      );
+    }
+  }
+  assert.equal(writes(), 0);
+  assert.ok(
+    lines.length > 0 && lines.every((line) => / refused 408: /.test(line)),
+    lines.join(),
+  );
+  // Sent whole, the stale one is refused for its t.
+  const whole = await app.request("/v1/deliveries", {
+    method: "POST",
+    body: text,
+    headers: { "x-signature": signHmac(SECRET, text, NOW_S - 600) },
+  });
+  assert.equal(whole.status, 401);
+  assert.match((await whole.json()).detail, /more than 5 minutes old/);
+});
