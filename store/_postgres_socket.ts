@@ -205,14 +205,7 @@ export function answeredSocket(
     }
     return false;
   };
-  const make = (options: {
-    host: string[];
-    port: number[];
-    target_session_attrs?: string | null;
-    path?: string | false;
-    ssl?: unknown;
-    sslnegotiation?: unknown;
-  }) => {
+  const make = (options: Parameters<AnsweredSocket>[0]) => {
     const hosts = Math.max(1, options.host.length);
     const choosy = (options.target_session_attrs ?? "any") !== "any";
     const choosing = hosts > 1 && choosy;
