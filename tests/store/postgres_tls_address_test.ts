@@ -15,30 +15,19 @@
 import assert from "node:assert/strict";
 import postgres from "postgres";
 import { clientTls, PostgresStore } from "../../store/postgres.ts";
-import { startPostgres } from "../../support/postgres_server.ts";
-import { testCertificates } from "../../support/test_tls.ts";
-import { postgresAvailable, suitesAvailable } from "../_postgres.ts";
 import { timeout } from "../_timeout.ts";
+import { tlsSuitesAvailable, withTlsPostgres } from "../_tls_postgres.ts";
 
-const tlsAvailable: boolean = postgresAvailable &&
-  suitesAvailable(
-    await new Deno.Command("openssl", { args: ["version"], stdout: "null" })
-      .output().then(() => true, () => false),
-    "the PostgreSQL TLS tests",
-    "no openssl on the PATH",
-    "apt-get install openssl",
-  );
+const tlsAvailable = await tlsSuitesAvailable("the PostgreSQL TLS tests");
 
 Deno.test({
   name:
     "migrate() on a client at an IP address whose TLS checked the certificate against localhost names clientTls(), on one without the CA names DENO_CERT and NODE_EXTRA_CA_CERTS, and migrates once given both",
   ignore: !tlsAvailable,
-  fn: timeout(60_000, async () => {
+  fn: timeout(60_000, () =>
     // The certificate names the address alone, as a managed database's
     // private address would have it.
-    const certificates = await testCertificates(["127.0.0.1"]);
-    const server = await startPostgres({ tls: certificates });
-    try {
+    withTlsPostgres(["127.0.0.1"], async (server, certificates) => {
       const url = `${server.url}?sslmode=verify-full`;
       assert.equal(new URL(url).hostname, "127.0.0.1");
       // The CA as the process trusts it: DENO_CERT or NODE_EXTRA_CA_CERTS
@@ -98,9 +87,5 @@ Deno.test({
         store.close();
         await given.end();
       }
-    } finally {
-      await server.stop();
-      await certificates.remove();
-    }
-  }),
+    })),
 });

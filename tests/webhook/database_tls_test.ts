@@ -13,27 +13,14 @@
 import assert from "node:assert/strict";
 import postgres from "postgres";
 import { openService } from "../../main.ts";
-import { startPostgres } from "../../support/postgres_server.ts";
-import { testCertificates } from "../../support/test_tls.ts";
 import { ConfigError, loadConfig } from "../../webhook/config.ts";
-import {
-  postgresAvailable,
-  postgresUrl,
-  serverUpFirst,
-  suitesAvailable,
-} from "../_postgres.ts";
+import { postgresAvailable, postgresUrl, serverUpFirst } from "../_postgres.ts";
 import { assertOneLine, healthy, startMain } from "../_main_process.ts";
 import { timeout, withTimeout } from "../_timeout.ts";
+import { tlsSuitesAvailable, withTlsPostgres } from "../_tls_postgres.ts";
 
 /** Whether the TLS tests run: `false` only where PostgreSQL or `openssl` is missing, outside CI. */
-const tlsAvailable: boolean = postgresAvailable &&
-  suitesAvailable(
-    await new Deno.Command("openssl", { args: ["version"], stdout: "null" })
-      .output().then(() => true, () => false),
-    "the PostgreSQL TLS tests",
-    "no openssl on the PATH",
-    "apt-get install openssl",
-  );
+const tlsAvailable = await tlsSuitesAvailable("the PostgreSQL TLS tests");
 
 const base = {
   SENDER_URL: "http://127.0.0.1:9",
@@ -50,29 +37,24 @@ interface TlsServer {
 }
 
 /** A server over TLS for `fn`. */
-async function withTlsServer(
+function withTlsServer(
   fn: (server: TlsServer) => Promise<void>,
 ): Promise<void> {
   // The name alone, not the address the server listens on: a connection
   // by address must find the certificate names another host.
-  const certificates = await testCertificates(["localhost"]);
-  const server = await startPostgres({ tls: certificates });
-  const url = (query = "") => {
-    const named = new URL(server.url);
-    named.hostname = "localhost";
-    return `${named.href}${query}`;
-  };
-  try {
+  return withTlsPostgres(["localhost"], async (server, certificates) => {
+    const url = (query = "") => {
+      const named = new URL(server.url);
+      named.hostname = "localhost";
+      return `${named.href}${query}`;
+    };
     const admin = postgres(server.url, { max: 1, onnotice: () => {} });
     const [row] = await admin<{ version: number }[]>`
       SELECT current_setting('server_version_num')::int AS version`;
     await admin.end();
     const major = Math.floor(row!.version / 10_000);
     await fn({ port: server.port, url, caFile: certificates.caFile, major });
-  } finally {
-    await server.stop();
-    await certificates.remove();
-  }
+  });
 }
 
 /**
@@ -345,12 +327,10 @@ Deno.test({
   name:
     "main.ts checks the certificate of a server DATABASE_URL names by IP address against that address with ?sslmode=verify-full, not against localhost",
   ignore: !tlsAvailable,
-  fn: timeout(60_000, async () => {
+  fn: timeout(60_000, () =>
     // A certificate that names the address alone: postgres.js gives TLS no
     // server name for an address, and the check fell back to "localhost".
-    const certificates = await testCertificates(["127.0.0.1"]);
-    const server = await startPostgres({ tls: certificates });
-    try {
+    withTlsPostgres(["127.0.0.1"], async (server, certificates) => {
       const url = new URL(server.url);
       assert.equal(url.hostname, "127.0.0.1");
       const line = await startsHealthy({
@@ -362,9 +342,5 @@ Deno.test({
         line,
         /; store PostgreSQL 127\.0\.0\.1:\d+\/postgres, TLS, server verified \(sslmode=verify-full\); /,
       );
-    } finally {
-      await server.stop();
-      await certificates.remove();
-    }
-  }),
+    })),
 });
