@@ -174,22 +174,31 @@ export function sharedClient(): Promise<postgres.Sql> {
 }
 
 /**
- * Opens a PostgresStore on a fresh schema of this run's server (migrated);
- * `close()` drops the schema.
+ * Opens a PostgresStore on a fresh schema of this run's server, on this
+ * file's client; `close()` drops the schema.
+ *
+ * @param options `migrated: false` leaves the schema never migrated (a
+ * Worker deployed before its `migrate()`): nothing of it is on the server
+ * until the test migrates it, and `close()` drops it if it is there.
  */
-export async function openPostgresStore(): Promise<
+export async function openPostgresStore(
+  options: { migrated?: boolean } = {},
+): Promise<
   OpenStore & { store: PostgresStore; sql: postgres.Sql; schema: string }
 > {
+  const { migrated = true } = options;
   const sql = await sharedClient();
   const schema = freshSchema();
   const store = new PostgresStore(sql, { schema });
-  await store.migrate();
+  if (migrated) await store.migrate();
   return {
     store,
     sql,
     schema,
     async close() {
-      await sql.unsafe(`DROP SCHEMA "${schema}" CASCADE`);
+      await sql.unsafe(
+        `DROP SCHEMA ${migrated ? "" : "IF EXISTS "}"${schema}" CASCADE`,
+      );
     },
   };
 }

@@ -10,27 +10,23 @@
 
 import assert from "node:assert/strict";
 import { describeError } from "../../policy/_walk.ts";
-import { PostgresStore } from "../../store/postgres.ts";
 import { isNotWritten } from "../../store/_not_written.ts";
 import { isSchemaBehind, schemaBehind } from "../../store/_schema_behind.ts";
 import { ScriptedSender } from "../../mod.ts";
 import { createApp } from "../../webhook/app.ts";
-import { freshSchema, postgresAvailable, sharedClient } from "../_postgres.ts";
+import { openPostgresStore, postgresAvailable } from "../_postgres.ts";
 
 const ignore = !postgresAvailable;
 
 /** A store on a fresh schema this version migrated, holding pi_0001. */
 async function migratedWithIntent() {
-  const schema = freshSchema();
-  const sql = await sharedClient();
-  const store = new PostgresStore(sql, { schema });
-  await store.migrate();
-  await store.createIntent({
+  const opened = await openPostgresStore();
+  await opened.store.createIntent({
     id: "pi_0001",
     state: "authorized",
     hold: "pending",
   });
-  return { schema, sql, store };
+  return opened;
 }
 
 /** The error `call` rejects with. */
@@ -48,8 +44,7 @@ Deno.test({
     "PostgresStore on a schema never migrated names migrate() on each read and write, within the 300 characters the app logs, keeping PostgreSQL's error as the cause",
   ignore,
   async fn() {
-    const schema = freshSchema();
-    const store = new PostgresStore(await sharedClient(), { schema });
+    const { schema, store } = await openPostgresStore({ migrated: false });
     const calls: [string, () => Promise<unknown>][] = [
       ["getIntent", () => store.getIntent("pi_0001")],
       ["createIntent", () =>
@@ -89,10 +84,7 @@ Deno.test({
     "PostgresStore on a schema migrated by an older version, a table of the store missing, names migrate() without saying the database has none of them",
   ignore,
   async fn() {
-    const schema = freshSchema();
-    const sql = await sharedClient();
-    const store = new PostgresStore(sql, { schema });
-    await store.migrate();
+    const { schema, sql, store, close } = await openPostgresStore();
     // A table a newer version added, not yet there: the upgrade's
     // migration was skipped.
     await sql.unsafe(`DROP TABLE "${schema}".dead_letters`);
@@ -101,7 +93,7 @@ Deno.test({
     assert.doesNotMatch(error.message, /has no tables/, error.message);
     assert.match(error.message, new RegExp(`schema "${schema}" or a table`));
     assert.equal(await store.getIntent("pi_0001"), null, "the rest is there");
-    await sql.unsafe(`DROP SCHEMA "${schema}" CASCADE`);
+    await close();
   },
 });
 
@@ -110,7 +102,7 @@ Deno.test({
     "PostgresStore on a schema an earlier revision migrated (no tx_hashes column, no refuse_stale function) names migrate() on every intent call, keeping PostgreSQL's error as the cause",
   ignore,
   async fn() {
-    const { schema, sql, store } = await migratedWithIntent();
+    const { schema, sql, store, close } = await migratedWithIntent();
     // The schema as the first revisions of PostgresStore migrated it
     // (25bb555, read back with pg_dump): the same tables, without the
     // column and the function a later one added.
@@ -157,7 +149,7 @@ Deno.test({
     // This version's migrate() mends it, and the intent reads as written.
     await store.migrate();
     assert.equal((await store.getIntent("pi_0001"))?.state, "authorized");
-    await sql.unsafe(`DROP SCHEMA "${schema}" CASCADE`);
+    await close();
   },
 });
 
@@ -166,7 +158,7 @@ Deno.test({
     "PostgresStore on a schema a revision migrated with tx_hashes but before refuse_stale names migrate() on an intent's write, keeping PostgreSQL's error (an undefined function) as the cause",
   ignore,
   async fn() {
-    const { schema, sql, store } = await migratedWithIntent();
+    const { schema, sql, store, close } = await migratedWithIntent();
     // The revisions from b39a30d4 (tx_hashes) to fc7c6f1c (refuse_stale)
     // migrated the column but not the function.
     await sql.unsafe(`DROP FUNCTION "${schema}".refuse_stale(bigint)`);
@@ -204,7 +196,7 @@ Deno.test({
       })).state,
       "settling",
     );
-    await sql.unsafe(`DROP SCHEMA "${schema}" CASCADE`);
+    await close();
   },
 });
 
@@ -213,7 +205,7 @@ Deno.test({
     "PostgresStore on a current schema, an operator's trigger on it calling a function or column that does not exist, says so, not run migrate() (which mends nothing), and writes nothing",
   ignore,
   async fn() {
-    const { schema, sql, store } = await migratedWithIntent();
+    const { schema, sql, store, close } = await migratedWithIntent();
     // An operator's audit trigger, its function's body naming what the
     // database lacks: PostgreSQL raises 42883 (42703 for a column) inside
     // the store's write, with the function in its context.
@@ -276,7 +268,7 @@ Deno.test({
     const after = await store.getIntent("pi_0001");
     assert.equal(after?.state, "authorized");
     assert.equal(after?.hold, "pending");
-    await sql.unsafe(`DROP SCHEMA "${schema}" CASCADE`);
+    await close();
   },
 });
 
@@ -285,10 +277,7 @@ Deno.test({
     "PostgresStore on a current schema, an operator's trigger on it writing to a table that does not exist (42P01), says so, not run migrate(), and writes nothing",
   ignore,
   async fn() {
-    const schema = freshSchema();
-    const sql = await sharedClient();
-    const store = new PostgresStore(sql, { schema });
-    await store.migrate();
+    const { schema, sql, store, close } = await openPostgresStore();
     await sql.unsafe(`
       CREATE FUNCTION "${schema}".audit_table() RETURNS trigger LANGUAGE plpgsql AS $$
       BEGIN INSERT INTO no_such_audit_table VALUES (NEW.id); RETURN NEW; END $$;
@@ -310,7 +299,7 @@ Deno.test({
       "42P01",
     );
     assert.equal(await store.getIntent("pi_0001"), null);
-    await sql.unsafe(`DROP SCHEMA "${schema}" CASCADE`);
+    await close();
   },
 });
 
@@ -319,8 +308,7 @@ Deno.test({
     "PostgresStore on a schema never migrated marks each write refused as not written, and an ops route says nothing changed, not that it may have landed",
   ignore,
   async fn() {
-    const schema = freshSchema();
-    const store = new PostgresStore(await sharedClient(), { schema });
+    const { store } = await openPostgresStore({ migrated: false });
     const writes: [string, () => Promise<unknown>][] = [
       ["createIntent", () =>
         store.createIntent({

@@ -9,10 +9,10 @@
  */
 
 import assert from "node:assert/strict";
-import { PostgresStore } from "../../store/postgres.ts";
+import type { PostgresStore } from "../../store/postgres.ts";
 import { type Job, ScriptedSender } from "../../mod.ts";
 import { createApp } from "../../webhook/app.ts";
-import { freshSchema, postgresAvailable, sharedClient } from "../_postgres.ts";
+import { openPostgresStore, postgresAvailable } from "../_postgres.ts";
 import { QSTASH, signHmac, signQStash } from "./_signing.ts";
 
 const ignore = !postgresAvailable;
@@ -158,8 +158,7 @@ Deno.test({
     "every route on a PostgreSQL schema never migrated says to run migrate(), nothing changed, in its 503, and a delivery stays a 503 the queue retries",
   ignore,
   async fn() {
-    const schema = freshSchema();
-    const store = new PostgresStore(await sharedClient(), { schema });
+    const { store } = await openPostgresStore({ migrated: false });
     await assertSaysMigrate(store);
   },
 });
@@ -169,10 +168,7 @@ Deno.test({
     "every route on a PostgreSQL schema an older version migrated (no intents.tx_hashes, no dead_letters) says to run migrate(), nothing changed",
   ignore,
   async fn() {
-    const schema = freshSchema();
-    const sql = await sharedClient();
-    const store = new PostgresStore(sql, { schema });
-    await store.migrate();
+    const { schema, sql, store, close } = await openPostgresStore();
     await sql.unsafe(
       `ALTER TABLE "${schema}".intents DROP COLUMN tx_hashes; DROP TABLE "${schema}".dead_letters`,
     );
@@ -182,7 +178,7 @@ Deno.test({
       (await sql.unsafe(`SELECT id FROM "${schema}".intents`)).length,
       0,
     );
-    await sql.unsafe(`DROP SCHEMA "${schema}" CASCADE`);
+    await close();
   },
 });
 
@@ -191,9 +187,9 @@ Deno.test({
     "/readyz says the store's read failed on a schema behind only while it does: once migrated, a refused write is said as one",
   ignore,
   async fn() {
-    const schema = freshSchema();
-    const sql = await sharedClient();
-    const store = new PostgresStore(sql, { schema });
+    const { schema, sql, store, close } = await openPostgresStore({
+      migrated: false,
+    });
     let now = NOW;
     const app = createApp({
       store,
@@ -222,7 +218,7 @@ Deno.test({
         "The store did not answer a read, or refused a write (the relayer's log says why): deliveries would be answered 503 now.",
       );
     } finally {
-      await sql.unsafe(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
+      await close();
     }
   },
 });
