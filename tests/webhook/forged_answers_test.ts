@@ -36,9 +36,9 @@ import {
   signQStash,
 } from "./_signing.ts";
 import { job as oversized, post } from "./_oversized_qstash.ts";
+import { SENDS, sendsOf, targetApp } from "./_forged.ts";
 
 const job = { intentId: "pi_0001", kind: "settle" } as const;
-const sends = { pi_0001: { sends: [{ txHash: "0xabc" }] } };
 const encoder = new TextEncoder();
 
 const QSTASH_REFUSED =
@@ -83,11 +83,6 @@ function forgerKeys(): Promise<CryptoKeyPair> {
   return forger ??= rsaKeyPair();
 }
 
-/** How many sends the signer was asked for. */
-function sendsOf(sender: ScriptedSender): number {
-  return sender.calls.filter((call) => call.method === "send").length;
-}
-
 /**
  * One store and one Sender for every app a test builds: `pi_0001`
  * authorized, its writes counted, the Sender's sends scripted.
@@ -101,7 +96,7 @@ async function shared(): Promise<{
   const memory = new MemoryStore();
   await memory.createIntent(AUTHORIZED);
   const { store, writes } = watchWrites(memory);
-  const sender = new ScriptedSender(sends);
+  const sender = new ScriptedSender(SENDS);
   return {
     writes,
     sender,
@@ -253,10 +248,7 @@ Deno.test("POST /v1/qstash refuses forged tokens with its words, echoing nothing
 });
 
 Deno.test("POST /v1/qstash reads a token of our keys with a claim given twice by its last value, as the Receiver does, whether its body is read whole or over the route's limit: sub ours then another names the other; exp ahead then past is out of its time; jti given twice is replayed by its last", async () => {
-  const { app, writes, sender } = await makeApp({
-    intents: [AUTHORIZED],
-    scripts: sends,
-  });
+  const { app, writes, sender } = await targetApp();
   const body = JSON.stringify(job);
   const nowS = Math.floor(Date.now() / 1000);
   /** A token of our current key over `signed`, whose claims' JSON is `...claims` and then `twice`. */

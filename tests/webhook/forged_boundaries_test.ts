@@ -18,7 +18,6 @@
  */
 
 import assert from "node:assert/strict";
-import type { ScriptedSender } from "../../mod.ts";
 import {
   AUTHORIZED,
   genericRequest,
@@ -38,9 +37,9 @@ import {
   signHmac,
   signQStash,
 } from "./_signing.ts";
+import { SENDS, sendsOf, targetApp } from "./_forged.ts";
 
 const job = { intentId: "pi_0001", kind: "settle" } as const;
-const sends = { pi_0001: { sends: [{ txHash: "0xabc" }] } };
 const encoder = new TextEncoder();
 
 /** Runs `fn` with the wall clock (`Date.now()` and `new Date()`) at `ms`. */
@@ -65,11 +64,6 @@ async function atWallClock<T>(
   }
 }
 
-/** How many sends the signer was asked for. */
-function sendsOf(sender: ScriptedSender): number {
-  return sender.calls.filter((call) => call.method === "send").length;
-}
-
 async function statusOf(res: Response): Promise<number> {
   await res.body?.cancel();
   return res.status;
@@ -83,10 +77,7 @@ async function gzip(text: string): Promise<Uint8Array<ArrayBuffer>> {
 }
 
 Deno.test("a QStash token is good only for the bytes it signs: a byte order mark, a newline, other whitespace, another Unicode form, UTF-16 or gzip of the same JSON are 401 and write nothing; the genuine bytes then settle", async () => {
-  const { app, writes, sender } = await makeApp({
-    intents: [AUTHORIZED],
-    scripts: sends,
-  });
+  const { app, writes, sender } = await targetApp();
   const body = JSON.stringify({ ...job, note: "caf\u00e9" });
   const token = await signQStash(body);
   const utf16 = new Uint8Array(body.length * 2);
@@ -128,10 +119,7 @@ Deno.test("a QStash token is good only for the bytes it signs: a byte order mark
 });
 
 Deno.test("a generic signature is good only for the bytes it signs: the same body with a byte order mark, a newline, another Unicode form or gzipped is 401; the genuine bytes then deliver", async () => {
-  const { app, writes, sender } = await makeApp({
-    intents: [AUTHORIZED],
-    scripts: sends,
-  });
+  const { app, writes, sender } = await targetApp();
   const body = JSON.stringify({ job, note: "caf\u00e9" });
   const signature = signHmac(SECRET, body, NOW / 1000);
   const variants: [string, BodyInit, Record<string, string>][] = [
@@ -163,7 +151,7 @@ Deno.test("a signed body with a key given twice is read one way throughout: the 
   const other = { ...AUTHORIZED, id: "pi_0002" };
   const { app, store, sender } = await makeApp({
     intents: [AUTHORIZED, other],
-    scripts: { ...sends, pi_0002: { sends: [{ txHash: "0xdef" }] } },
+    scripts: { ...SENDS, pi_0002: { sends: [{ txHash: "0xdef" }] } },
   });
   const body = '{"intentId":"pi_0001","kind":"settle","intentId":"pi_0002"}';
   const res = await app.request("/v1/qstash", {
@@ -192,10 +180,7 @@ Deno.test("a signed body with a key given twice is read one way throughout: the 
 });
 
 Deno.test("a captured QStash delivery replayed with its unsigned headers changed is 401 and sends nothing: another message id, another retry count, the token under a header name in capitals", async () => {
-  const { app, sender, store } = await makeApp({
-    intents: [AUTHORIZED],
-    scripts: sends,
-  });
+  const { app, sender, store } = await targetApp();
   const body = JSON.stringify(job);
   const token = await signQStash(body);
   const first = await app.request("/v1/qstash", {
@@ -231,10 +216,7 @@ Deno.test("a captured QStash delivery replayed with its unsigned headers changed
 });
 
 Deno.test("a captured generic delivery re-spelt is the same signed request: t with leading zeros, v1 in capitals, spaces after the comma are 401 replays", async () => {
-  const { app, sender } = await makeApp({
-    intents: [AUTHORIZED],
-    scripts: sends,
-  });
+  const { app, sender } = await targetApp();
   const body = JSON.stringify({ job });
   const t = NOW / 1000;
   const signature = signHmac(SECRET, body, t);
@@ -385,11 +367,7 @@ Deno.test("QStash's exp and nbf at the 30 s tolerance: exp 29 s past is taken, 3
     ["nbf 31 s ahead", { nowS: nowS + 31, ttlS: 300 }, 401],
   ];
   for (const [name, sign, status] of cases) {
-    const { app, writes } = await makeApp({
-      intents: [AUTHORIZED],
-      scripts: sends,
-      deps: { now: () => wall },
-    });
+    const { app, writes } = await targetApp({ now: () => wall });
     const body = JSON.stringify(job);
     const token = await signQStash(body, sign);
     // The last millisecond of the wall clock's second: it is still nowS.
@@ -420,11 +398,7 @@ Deno.test("Google's exp, iat and nbf at the 30 s tolerance, to the millisecond: 
     ["nbf 30 s and 1 ms ahead", wall - 1, { nbf: s + 30 }, 401],
   ];
   for (const [name, at, claims, status] of cases) {
-    const { app, writes } = await makeApp({
-      intents: [AUTHORIZED],
-      scripts: sends,
-      deps: { now: () => at },
-    });
+    const { app, writes } = await targetApp({ now: () => at });
     const token = await google.token({
       iat: s - 100,
       exp: s + 3600,
@@ -487,11 +461,7 @@ Deno.test("a captured generic delivery at the edge of its window: a replay is re
     const [name, signedAt] of [["now", t], ["30 s ahead", t + 30]] as const
   ) {
     let clock = NOW;
-    const { app, sender } = await makeApp({
-      intents: [AUTHORIZED],
-      scripts: sends,
-      deps: { now: () => clock },
-    });
+    const { app, sender } = await targetApp({ now: () => clock });
     const body = JSON.stringify({ job });
     const captured = await genericRequest(body, { timeS: signedAt });
     assert.equal(
@@ -523,10 +493,7 @@ Deno.test("a captured generic delivery at the edge of its window: a replay is re
 });
 
 Deno.test("QStash's next signing key is taken and shares the replay record: a token of the same jti under the other key is a replay", async () => {
-  const { app, sender } = await makeApp({
-    intents: [AUTHORIZED],
-    scripts: sends,
-  });
+  const { app, sender } = await targetApp();
   const body = JSON.stringify(job);
   const jti = "jwt_same_id_under_both_keys";
   const next = await signQStash(body, { key: QSTASH.nextSigningKey, jti });
@@ -564,10 +531,7 @@ Deno.test("QStash's next signing key is taken and shares the replay record: a to
 });
 
 Deno.test("the URL a token names is compared with the configured one, never with the request's Host: a token for the Host the request names, or for the URL with a query, percent-encoded or with a default port, is 401; the genuine token under a made-up Host is taken", async () => {
-  const { app, writes, sender } = await makeApp({
-    intents: [AUTHORIZED],
-    scripts: sends,
-  });
+  const { app, writes, sender } = await targetApp();
   const google = await theGoogle();
   const body = JSON.stringify(job);
   const qstashSubs = [
@@ -620,10 +584,7 @@ Deno.test("the URL a token names is compared with the configured one, never with
 });
 
 Deno.test("QStash's token covers the body and the URL, not Upstash-Retried: a copy sent ahead of QStash's own request, its retry count raised, is taken at that count (the job dropped, nothing sent, the intent still authorized, the letter kept); QStash's own copy is then a 401 replay", async () => {
-  const { app, sender, store } = await makeApp({
-    intents: [AUTHORIZED],
-    scripts: sends,
-  });
+  const { app, sender, store } = await targetApp();
   const body = JSON.stringify(job);
   const token = await signQStash(body);
   const post = async (signature: string, retried: string) => {
@@ -651,10 +612,7 @@ Deno.test("QStash's token covers the body and the URL, not Upstash-Retried: a co
 });
 
 Deno.test("a QStash message whose signed bytes are gzip is not decompressed: its token verifies over the bytes as sent, and the message is kept as unreadable (489), not refused as forged", async () => {
-  const { app, store, sender } = await makeApp({
-    intents: [AUTHORIZED],
-    scripts: sends,
-  });
+  const { app, store, sender } = await targetApp();
   const compressed = await gzip(JSON.stringify(job));
   const res = await app.request("/v1/qstash", {
     method: "POST",
