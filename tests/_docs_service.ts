@@ -29,12 +29,9 @@ import { fileURLToPath } from "node:url";
 import { startPostgres } from "../support/postgres_server.ts";
 import { testCertificates } from "../support/test_tls.ts";
 import { blackHole } from "./_black_hole.ts";
-import {
-  freshDatabase,
-  postgresAvailable,
-  suitesAvailable,
-} from "./_postgres.ts";
+import { freshDatabase, postgresAvailable } from "./_postgres.ts";
 import { timeout } from "./_timeout.ts";
+import { tlsSuitesAvailable } from "./_tls_postgres.ts";
 
 /** The repository's root, with a trailing slash. */
 const ROOT = fileURLToPath(new URL("..", import.meta.url));
@@ -42,14 +39,7 @@ const ROOT = fileURLToPath(new URL("..", import.meta.url));
 const PASSWORD = "pw-that-must-not-show-0123";
 
 /** Whether the TLS test runs: `false` only where PostgreSQL or `openssl` is missing, outside CI. */
-const tlsAvailable: boolean = postgresAvailable &&
-  suitesAvailable(
-    await new Deno.Command("openssl", { args: ["version"], stdout: "null" })
-      .output().then(() => true, () => false),
-    "the docs services' TLS test",
-    "no openssl on the PATH",
-    "apt-get install openssl",
-  );
+const tlsAvailable = await tlsSuitesAvailable("the docs services' TLS test");
 
 /** Whether `port` answers /readyz with 200 within 20 s. */
 async function readyWithin(port: number): Promise<boolean> {
