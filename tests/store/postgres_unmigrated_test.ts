@@ -29,6 +29,32 @@ async function migratedWithIntent() {
   return opened;
 }
 
+/**
+ * Asserts `error` names `schema` and migrate(), within the 300 characters
+ * the app logs (`describeError`), keeps PostgreSQL's error (`code`) as its
+ * cause and is marked a schema behind, which the routes tell apart from
+ * other store failures: no retry mends it.
+ */
+function assertNamesMigrate(
+  error: Error,
+  schema: string,
+  code: string,
+  name = "",
+): void {
+  assert.match(
+    error.message,
+    new RegExp(`schema "${schema}"[^]*run store\\.migrate\\(\\)`),
+    `${name}: ${error.message}`,
+  );
+  assert.match(describeError(error), /run store\.migrate\(\)/, name);
+  assert.equal(
+    (error.cause as { code?: unknown } | undefined)?.code,
+    code,
+    `${name}: PostgreSQL's error is its cause`,
+  );
+  assert.equal(isSchemaBehind(error), true, name);
+}
+
 /** The error `call` rejects with. */
 async function failure(call: () => Promise<unknown>): Promise<Error> {
   try {
@@ -60,21 +86,7 @@ Deno.test({
       ["admit", () => store.admit({ count: "pi_0001/settle", now: 1_000 })],
     ];
     for (const [name, call] of calls) {
-      const error = await failure(call);
-      assert.match(
-        error.message,
-        new RegExp(`schema "${schema}"[^]*run store\\.migrate\\(\\)`),
-        `${name}: ${error.message}`,
-      );
-      // The app logs an error's first 300 characters: the action is in them.
-      assert.match(describeError(error), /run store\.migrate\(\)/, name);
-      assert.equal(
-        (error.cause as { code?: unknown } | undefined)?.code,
-        "42P01",
-        `${name}: PostgreSQL's error is its cause`,
-      );
-      // Read or write, the routes tell it apart: no retry mends it.
-      assert.equal(isSchemaBehind(error), true, name);
+      assertNamesMigrate(await failure(call), schema, "42P01", name);
     }
   },
 });
@@ -132,17 +144,7 @@ Deno.test({
     ];
     for (const [name, call] of calls) {
       const error = await failure(call);
-      assert.match(
-        error.message,
-        new RegExp(`schema "${schema}"[^]*run store\\.migrate\\(\\)`),
-        `${name}: ${error.message}`,
-      );
-      assert.match(describeError(error), /run store\.migrate\(\)/, name);
-      assert.equal(
-        (error.cause as { code?: unknown } | undefined)?.code,
-        "42703",
-        `${name}: PostgreSQL's error is its cause`,
-      );
+      assertNamesMigrate(error, schema, "42703", name);
       // Its statement refused, its transaction rolled back: not written.
       if (name === "createIntent") assert.equal(isNotWritten(error), true);
     }
@@ -175,16 +177,7 @@ Deno.test({
         at: 1_000,
       })
     );
-    assert.match(
-      error.message,
-      new RegExp(`schema "${schema}"[^]*run store\\.migrate\\(\\)`),
-      error.message,
-    );
-    assert.equal(
-      (error.cause as { code?: unknown } | undefined)?.code,
-      "42883",
-    );
-    assert.equal(isSchemaBehind(error), true);
+    assertNamesMigrate(error, schema, "42883");
     // This version's migrate() mends it.
     await store.migrate();
     assert.equal(
