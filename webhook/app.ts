@@ -101,6 +101,7 @@ import {
   timingSafeEqual,
 } from "./_auth.ts";
 import { oncePer, stepBackPace } from "./_step_back.ts";
+import { deliveriesText } from "../policy/_count.ts";
 import { writeAheadsSeen } from "./_write_aheads.ts";
 import { problem } from "./_problem.ts";
 import { topLevelFields } from "./_json_head.ts";
@@ -2838,11 +2839,17 @@ export function createApp(deps: AppDeps): WebhookApp {
       raw,
       'QStash\'s failure callback, {"sourceBody":"<the job as base64>","retried":…}',
     );
-    const { sourceBody, retried, sourceMessageId, sourceMessasgeId, dlqId } =
-      (typeof body === "object" && body !== null ? body : {}) as Record<
-        string,
-        unknown
-      >;
+    const {
+      sourceBody,
+      retried,
+      maxRetries,
+      sourceMessageId,
+      sourceMessasgeId,
+      dlqId,
+    } = (typeof body === "object" && body !== null ? body : {}) as Record<
+      string,
+      unknown
+    >;
     // QStash's callback docs have spelt it `sourceMessasgeId`: either
     // names the message a late copy carries as its Upstash-Message-Id.
     const sourceId = sourceMessageId ?? sourceMessasgeId;
@@ -2895,11 +2902,24 @@ export function createApp(deps: AppDeps): WebhookApp {
     // whose 'retried' cannot be read is still QStash's give-up (signed,
     // naming the job): resolved with the store's count, as a Pub/Sub dead
     // letter without its count is.
+    const counted = typeof retried === "number" ? retried + 1 : undefined;
     const deliveries = await givenUpAfter(
       job,
-      typeof retried === "number" ? retried + 1 : undefined,
+      counted,
       retried,
       failedCountNotRead,
+    );
+    // The retries QStash allowed the message (`maxRetries`, as it applied
+    // them: a plan's cap, a publisher's Upstash-Retries), else the
+    // deliveries it made: a message it ended early (its 489) made fewer.
+    qstashGaveUpEarly(
+      job,
+      typeof maxRetries === "number" && Number.isSafeInteger(maxRetries) &&
+        maxRetries >= 0
+        ? maxRetries + 1
+        : isCount(counted)
+        ? counted
+        : undefined,
     );
     const messageId = idFrom(sourceId);
     const dlq = idFrom(dlqId);
@@ -2959,6 +2979,7 @@ export function createApp(deps: AppDeps): WebhookApp {
       count,
       deadLetterCountNotRead,
     );
+    pubsubGaveUpEarly(job, isCount(Number(count)) ? deliveries : undefined);
     const source = sourceMessage(attributes, job);
     return await giveUp("pubsub", job, deliveries, {
       queue: "pubsub",
@@ -3174,6 +3195,55 @@ export function createApp(deps: AppDeps): WebhookApp {
   );
 
   /**
+   * A route's log line for a queue that gave up on a job before the
+   * policy's last delivery: `limit`, the deliveries the queue allowed the
+   * message or made by its own count, is below `maxDeliveries` (`what`
+   * says so, told the job, `limit` and `maxDeliveries`). The start-up check
+   * cannot see a bridge's limit, a QStash plan's cap below `QSTASH_RETRIES`
+   * or a publisher of one's own, nor a dead-letter policy changed in
+   * Google's console since: each job then gets fewer deliveries than the
+   * policy, and less of the rescue window it was checked for, and only its
+   * give-up shows it. At most one a minute per route; nothing where the
+   * count is the store's (`undefined`), which says nothing of the queue.
+   */
+  function earlyGiveUpLog(
+    name: string,
+    what: (job: Job, limit: number, maxDeliveries: number) => string,
+  ): (job: Job, limit: number | undefined) => void {
+    const due = oncePer(REFUSALS_LOG_INTERVAL_MS, now);
+    return (job, limit) => {
+      const { maxDeliveries } = relayer.policy;
+      if (limit === undefined || limit >= maxDeliveries || !due()) return;
+      log(`relayer ${name}: ${what(job, limit, maxDeliveries)}`);
+    };
+  }
+  const reviewTooSoon =
+    "so a payment whose tx is slow to confirm or stuck may go to review before it is rescued";
+  const qstashGaveUpEarly = earlyGiveUpLog(
+    "POST /v1/qstash/failed",
+    (job, limit, max) =>
+      `QStash gave up on ${jobIdOf(job)} allowing ${
+        deliveriesText(limit)
+      }, fewer than MAX_DELIVERIES (${max}): the message's retries (its Upstash-Retries, capped by your plan) are fewer than the policy's deliveries, ${reviewTooSoon}. Publish jobs with Upstash-Retries of at least ${
+        max - 1
+      } (QSTASH_RETRIES, on a plan whose cap allows it), or lower MAX_DELIVERIES`,
+  );
+  const pubsubGaveUpEarly = earlyGiveUpLog(
+    "POST /v1/pubsub/dead-letter",
+    (job, limit, max) =>
+      `Pub/Sub gave up on ${jobIdOf(job)} after ${
+        deliveriesText(limit)
+      } (CloudPubSubDeadLetterSourceDeliveryCount), fewer than MAX_DELIVERIES (${max}): the source subscription's dead-letter policy allows fewer delivery attempts than the policy's deliveries, or Google counted them loosely, ${reviewTooSoon}. Set its max delivery attempts, and PUBSUB_MAX_DELIVERY_ATTEMPTS, above MAX_DELIVERIES, with a margin`,
+  );
+  const bridgeGaveUpEarly = earlyGiveUpLog(
+    "POST /v1/deliveries",
+    (job, limit, max) =>
+      `a bridge's queue gave up on ${jobIdOf(job)} after ${
+        deliveriesText(limit)
+      } (gaveUp.deliveries), fewer than MAX_DELIVERIES (${max}): its limit (an SQS queue's maxReceiveCount, a RabbitMQ delivery-limit, your poller's) is below the policy's deliveries, ${reviewTooSoon}. Raise it to at least ${max}`,
+  );
+
+  /**
    * The deliveries a queue's give-up counts: the queue's own count where
    * it is an integer >= 1, else the store's ({@linkcode countedSoFar}:
    * under `message` first, if given). The queue has given up on the job
@@ -3333,21 +3403,23 @@ export function createApp(deps: AppDeps): WebhookApp {
         "'gaveUp.messageId'",
         `A give-up is ${GAVE_UP_EXAMPLE}.`,
       );
+      // A bridge that let the store count its deliveries has no count of
+      // its own: the store's, as for a Pub/Sub dead letter without one.
+      // So is one whose count cannot be read (SQS's ApproximateReceiveCount
+      // passed on as the string "5"): refused, a bridge that takes a 4xx
+      // as final would drop the give-up, and nothing resolve the intent.
+      const counted = await givenUpAfter(
+        job,
+        deliveries,
+        deliveries,
+        bridgeCountNotRead,
+        bridgeCountKey(jobIdOf(job), id),
+      );
+      bridgeGaveUpEarly(job, isCount(deliveries) ? deliveries : undefined);
       return await giveUp(
         "deliveries",
         job,
-        // A bridge that let the store count its deliveries has no count of
-        // its own: the store's, as for a Pub/Sub dead letter without one.
-        // So is one whose count cannot be read (SQS's ApproximateReceiveCount
-        // passed on as the string "5"): refused, a bridge that takes a 4xx
-        // as final would drop the give-up, and nothing resolve the intent.
-        await givenUpAfter(
-          job,
-          deliveries,
-          deliveries,
-          bridgeCountNotRead,
-          bridgeCountKey(jobIdOf(job), id),
-        ),
+        counted,
         { queue: "generic", messageId: id },
         claim,
       );
