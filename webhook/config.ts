@@ -30,7 +30,7 @@
  * | `QSTASH_RETRIES` | the `Upstash-Retries` your publishes carry, 0–100 and at most your QStash plan's retry cap (default `MAX_DELIVERIES − 1`, or more where the failure callback needs it: 2 at the least with the default `LEASE`) |
  * | `PUBSUB_MAX_DELIVERY_ATTEMPTS` | the subscription's dead-letter policy, 5–100 (unset: no dead-letter policy); set, with `PUBSUB_AUDIENCE`, it needs `PUBSUB_DEAD_LETTER_AUDIENCE`, which needs it (without `PUBSUB_AUDIENCE`, unread, as the backoffs and retention below) |
  * | `PUBSUB_MIN_BACKOFF`, `PUBSUB_MAX_BACKOFF` | the subscription's retry policy (defaults `10s` and `10m`, each at most `10m`) |
- * | `PUBSUB_MESSAGE_RETENTION` | the subscription's message retention, `10m` to `744h` (unset: not checked; Pub/Sub's default is 7 days) |
+ * | `PUBSUB_MESSAGE_RETENTION` | the subscription's message retention, `10m` to `744h` (unset: Pub/Sub's default, 7 days, checked where the subscription has no dead-letter policy) |
  * | `CLOUDFLARE_MAX_RETRIES` | optional: the Cloudflare Queues consumer's `max_retries`, 0–100, checked when set. Read by a Cloudflare Worker only, as each `CLOUDFLARE_*` below: `main.ts` leaves them out of its start's check (`serviceSettings`) and names each as ignored, with a Worker's refusal where `loadConfig` refuses it |
  * | `CLOUDFLARE_DLQ_MAX_RETRIES` | optional: the dead-letter queue consumer's `max_retries`, 0–100; the queue handler refuses fewer retries than span 14 days, and takes one not given as Cloudflare's default of 3, which it refuses |
  * | `CLOUDFLARE_MESSAGE_RETENTION`, `CLOUDFLARE_DLQ_MESSAGE_RETENTION` | optional: the jobs queue's and the dead-letter queue's message retention, whole seconds from `1m` to `336h` (Cloudflare's default is 4 days; with a unit: a plain number is refused, as Wrangler's `--message-retention-period-secs` counts seconds); the queue handler refuses one that ends while it may still retry a message there (unset: not checked) |
@@ -235,7 +235,9 @@ export interface Config {
    * `PUBSUB_MESSAGE_RETENTION`, `pubsub` also carries what the retention
    * is checked against (`ackDeadlineMs`, `leaseMs` and `clockSkewMs`), so
    * `checkQueue(policy, config.queues.qstash)` and `checkQueue(policy,
-   * config.queues.pubsub)` give the start check's verdicts.
+   * config.queues.pubsub)` give the start check's verdicts. (Unset, the
+   * start check counts Pub/Sub's default retention, 7 days, where there is
+   * no dead-letter policy; `pubsub` carries none.)
    */
   readonly queues: {
     readonly qstash: Extract<QueueLimits, { kind: "qstash" }>;
@@ -1717,6 +1719,23 @@ function backoffIn(
 const MAX_ACK_DEADLINE_MS = 600_000;
 
 /**
+ * How long a Pub/Sub subscription keeps a message unless set: 7 days
+ * (`message_retention_duration`'s default).
+ */
+const PUBSUB_DEFAULT_RETENTION_MS = 604_800_000;
+
+/**
+ * The ack deadline a retention is checked with: {@linkcode pubsubAckDeadline}
+ * (longer than Pub/Sub allows, only where Pub/Sub is not configured:
+ * loadConfig refuses it where it is).
+ */
+function serviceAckDeadlineMs(senderTimeoutMs: number): number {
+  return pushAnswerMs(senderTimeoutMs) > MAX_ACK_DEADLINE_MS
+    ? MAX_ACK_DEADLINE_MS
+    : pubsubAckDeadline(senderTimeoutMs);
+}
+
+/**
  * The longest this service takes to answer a push: the receipts, then one
  * send, each bounded by `SENDER_TIMEOUT`, and 5 s for the rest (the ack
  * deadline `docs/queues.md` asks for).
@@ -1778,11 +1797,7 @@ function readQueues(
           retentionMs,
           // A push this service answers takes at most about two Sender
           // calls (docs/queues.md), which the ack deadline must allow.
-          // (Longer than Pub/Sub allows, only where Pub/Sub is not
-          // configured: loadConfig refuses it where it is.)
-          ackDeadlineMs: pushAnswerMs(senderTimeoutMs) > MAX_ACK_DEADLINE_MS
-            ? MAX_ACK_DEADLINE_MS
-            : pubsubAckDeadline(senderTimeoutMs),
+          ackDeadlineMs: serviceAckDeadlineMs(senderTimeoutMs),
           // A busy last delivery's wait, which the retention must outlast.
           leaseMs,
           clockSkewMs,
@@ -2088,14 +2103,30 @@ function checkQueues(
     }
   }
   if (configured.pubsub) {
-    const check = checkQueue(policy, queues.pubsub);
+    // Unset, the subscription's retention is Pub/Sub's default, 7 days,
+    // and it drops a message then with no dead letter: counted as a
+    // retention set that long is, or MAX_DELIVERIES whose pushes outlast
+    // it were taken and their intents stranded. A dead-letter policy (at
+    // most 100 attempts of at most 20 min) always gives up within it.
+    const unset = queues.pubsub.retentionMs === undefined &&
+      queues.pubsub.maxDeliveryAttempts === undefined;
+    const counted = unset
+      ? {
+        ...queues.pubsub,
+        retentionMs: PUBSUB_DEFAULT_RETENTION_MS,
+        ackDeadlineMs: serviceAckDeadlineMs(senderTimeoutMs),
+        leaseMs,
+        clockSkewMs,
+      }
+      : queues.pubsub;
+    const check = checkQueue(policy, counted);
     const {
       maxDeliveryAttempts,
       minBackoffMs,
       maxBackoffMs,
       retentionMs,
       ackDeadlineMs,
-    } = queues.pubsub;
+    } = counted;
     if (maxDeliveryAttempts === undefined && configured.pubsubDeadLetter) {
       // The route is for a dead-letter policy, and that policy gives up
       // after its own attempts (Google's default 5 when not set): taken
@@ -2117,14 +2148,18 @@ function checkQueues(
     // within the retention: Pub/Sub forwards the message once that push
     // failed, and an expired one is dropped.
     if (
-      retentionMs !== undefined && retentionShort(queues.pubsub, max)
+      retentionMs !== undefined && retentionShort(counted, max)
     ) {
-      const forwardMs = deadLetterEndMs(queues.pubsub);
-      const needMs = retentionNeedMs(queues.pubsub, max);
+      const forwardMs = deadLetterEndMs(counted);
+      const needMs = retentionNeedMs(counted, max);
       throw new ConfigError(
         "PUBSUB_MESSAGE_RETENTION",
         `PUBSUB_MESSAGE_RETENTION is ${
-          formatDuration(retentionMs)
+          unset
+            ? `unset, so the subscription's is counted as Pub/Sub's default, ${
+              formatDuration(retentionMs)
+            }`
+            : formatDuration(retentionMs)
         }, and each failed delivery may take up to ${
           formatDuration(ackDeadlineMs ?? 0)
         } (2 × SENDER_TIMEOUT + 5s) and PUBSUB_MAX_BACKOFF (${
@@ -2144,7 +2179,7 @@ function checkQueues(
           // The dead-letter policy's end where it comes first: past it
           // the last attempt's push surely ended (with fewer attempts than
           // MAX_DELIVERIES, the deliveries' need; they stop early anyway).
-          retentionEnoughMs(queues.pubsub, max) < needMs
+          retentionEnoughMs(counted, max) < needMs
             ? `${
               formatDuration(forwardMs)
             } ((PUBSUB_MAX_DELIVERY_ATTEMPTS − 1) × (2 × SENDER_TIMEOUT + 5s + PUBSUB_MAX_BACKOFF) + 2 × SENDER_TIMEOUT + 5s), or lower PUBSUB_MAX_BACKOFF${
@@ -2156,7 +2191,7 @@ function checkQueues(
               formatDuration(needMs)
             } (MAX_DELIVERIES × (2 × SENDER_TIMEOUT + 5s + PUBSUB_MAX_BACKOFF) + LEASE + 2 × CLOCK_SKEW), or lower PUBSUB_MAX_BACKOFF or MAX_DELIVERIES`}, and check the retention you choose with ${
           retentionCommand(given, clockSkewMs, leaseMs, senderTimeoutMs, {
-            ...queues.pubsub,
+            ...counted,
             retentionMs,
           })
         }`,
