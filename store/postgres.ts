@@ -2013,7 +2013,13 @@ export class PostgresStore implements Store {
    * asked again, once more than the pool has connections (each keeps one
    * goodbye at most, and is open once it handed it on). An answer with no
    * statement completed is not the query's (see `noneCompleted`): the
-   * connection was lost under it. `ofWrite`: the read of a write, none of
+   * connection was lost under it. A query whose connection ended before
+   * or while it was sent (see `endedUnder`), or whose answer was so, is
+   * asked once more, on a connection opened anew: it writes nothing (none
+   * of these runs inside a transaction), and the server's end of an idle
+   * connection (`pg_terminate_backend`, `idle_session_timeout`, a
+   * restarted pooler, a failover) is met by the next query sent on it.
+   * Lost again, it fails as it did. `ofWrite`: the read of a write, none of
    * whose statements is sent before it answers, so one unanswered in time
    * is marked as nothing written.
    */
@@ -2030,6 +2036,7 @@ export class PostgresStore implements Store {
     let gaveUp = false;
     let stale = 0;
     let loginRefused = false;
+    let lostAsked = false;
     const asks = (Number(this.#sql.options?.max) || 1) + 1;
     const watched = (async () => {
       for (let asked = 1;; asked++) {
@@ -2101,8 +2108,16 @@ export class PostgresStore implements Store {
             neverResent(query);
             continue;
           }
+          if (!lostAsked && !gaveUp && !this.#closed && endedUnder(error)) {
+            // Its connection ended under it: asked once more (see above).
+            lostAsked = true;
+            query = ask();
+            neverResent(query);
+            continue;
+          }
           if (
-            gaveUp || this.#closed || asked >= asks ||
+            // A goodbye's asks are not spent on a lost connection's.
+            gaveUp || this.#closed || asked >= asks + (lostAsked ? 1 : 0) ||
             !goodbyeBeforeSent(error)
           ) {
             throw unmigrated(
@@ -2118,7 +2133,14 @@ export class PostgresStore implements Store {
           neverResent(query);
           continue;
         }
-        if (noneCompleted(answer)) throw emptyRead(what);
+        if (noneCompleted(answer)) {
+          if (lostAsked || gaveUp || this.#closed) throw emptyRead(what);
+          // Its connection was lost under it: asked once more, as above.
+          lostAsked = true;
+          query = ask();
+          neverResent(query);
+          continue;
+        }
         return ownRows(answer);
       }
     })();
@@ -3890,6 +3912,27 @@ function socketLost(error: unknown): boolean {
     /^(?:ECONNRESET|EPIPE|ETIMEDOUT|CONNECTION_(?:CLOSED|DESTROYED))$/.test(
       code,
     );
+}
+
+/**
+ * Whether `error` is a read's connection ended before or while the read
+ * was sent, or while it ran: the server's end of the session
+ * (`pg_terminate_backend`, `idle_session_timeout`, a restart, a pooler's),
+ * met as a reset (`ECONNRESET`, `EPIPE`) or a close (`CONNECTION_CLOSED`;
+ * a server's goodbye on Deno comes so). Asking the read once more on a
+ * connection opened anew answers it. Not a socket that timed out
+ * (`ETIMEDOUT`: a partition, which a connection opened anew would meet as
+ * well), nor the client's own end of a connection (`CONNECTION_DESTROYED`:
+ * the store's, past its bound or closing a session, or `sql.end()`'s
+ * timeout) or of the client (`CONNECTION_ENDED`).
+ */
+function endedUnder(error: unknown): boolean {
+  const { code, severity } = (error ?? {}) as {
+    code?: unknown;
+    severity?: unknown;
+  };
+  return severity === undefined &&
+    (code === "ECONNRESET" || code === "EPIPE" || code === "CONNECTION_CLOSED");
 }
 
 /**

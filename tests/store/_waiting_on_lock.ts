@@ -12,7 +12,8 @@ import type postgres from "postgres";
 
 /**
  * The backend of the session named `applicationName` once it waits on a
- * lock, read through `admin`; after 15 s (a loaded machine may take a
+ * lock (other than `except`'s: a backend ended before, on its way out),
+ * read through `admin`; after 15 s (a loaded machine may take a
  * few to start the statement), an error that says `what` (`"the write"`,
  * `"the look"`) never waited.
  *
@@ -26,13 +27,15 @@ export async function waitingOnLock(
   admin: postgres.Sql,
   applicationName: string,
   what: string,
+  except?: number,
 ): Promise<number> {
   const start = performance.now();
   while (performance.now() - start < 15_000) {
     const [row] = await admin`
       SELECT pid FROM pg_stat_activity
       WHERE application_name = ${applicationName}
-        AND wait_event_type = 'Lock'`;
+        AND wait_event_type = 'Lock'
+        AND pid IS DISTINCT FROM ${except ?? null}::int`;
     if (row) return row.pid as number;
     await new Promise((resolve) => setTimeout(resolve, 20));
   }

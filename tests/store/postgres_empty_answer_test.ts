@@ -9,8 +9,10 @@
  * exists says there is none (the relayer drops the job as "intent not
  * found"), a write's read refuses it as "the intent does not exist", and
  * a flight's answers lack the rows it returns. Each is the connection
- * lost instead: the caller tries again (the webhook's 503), and the next
- * call answers.
+ * lost instead. A read is asked once more, and answers; a read whose
+ * answer came back empty twice, and a write, fail so: the caller tries
+ * again (the webhook's 503), and the next call answers. A write is never
+ * asked again (its first flight may have landed).
  *
  * @module
  */
@@ -49,22 +51,24 @@ function emptyResult(): unknown[] {
 
 /**
  * `sql`, passing everything through (on the pool, on a connection it
- * reserves, inside `sql.begin`), except that the first query whose text
- * `chosen` picks (past the `skip` first ones) is sent as ever and resolves to an empty result with
- * `command` null, not to its own answer. `hit()` says whether it came.
+ * reserves, inside `sql.begin`), except that the first `times` queries
+ * whose text `chosen` picks (past the `skip` first ones) are sent as ever
+ * and resolve to an empty result with `command` null, not to their own
+ * answer. `hit()` says whether they all came.
  */
 function emptyOnce(
   sql: postgres.Sql,
   chosen: (text: string) => boolean,
   skip = 0,
+  times = 1,
 ): { sql: postgres.Sql; hit(): boolean } {
-  let armed = true;
+  let armed = times;
   const hooked = answeredAs(sql, (text) => {
-    if (!armed || !chosen(text) || skip-- > 0) return undefined;
-    armed = false;
+    if (armed === 0 || !chosen(text) || skip-- > 0) return undefined;
+    armed--;
     return () => emptyResult();
   }, { inBegin: true });
-  return { sql: hooked, hit: () => !armed };
+  return { sql: hooked, hit: () => armed === 0 };
 }
 
 /** What the store's error says of an answer that is not the query's. */
@@ -102,6 +106,8 @@ type Case = {
   /** The call; `fetchTypes: false` takes the store's `sql.begin` path. */
   readonly call: (store: PostgresStore) => Promise<unknown>;
   readonly fetchTypes?: boolean;
+  /** A read, which the store asks once more: it answers on a second empty answer only. */
+  readonly read?: true;
   /** What the same call answers once the store's client answers it. */
   readonly then: (answer: unknown) => void;
 };
@@ -109,6 +115,7 @@ type Case = {
 const CASES: readonly Case[] = [
   {
     name: "getIntent() of an intent that exists",
+    read: true,
     chosen: (text) =>
       text.includes("h.state AS hold") &&
       !text.includes("lease_owner"),
@@ -118,18 +125,21 @@ const CASES: readonly Case[] = [
   },
   {
     name: "a write's read of its intent (recordHold)",
+    read: true,
     chosen: (text) => text.includes("lease_owner"),
     call: (store) => store.recordHold("c"),
     then: (answer) => assert.equal(answer, "pending"),
   },
   {
     name: "deliveries()",
+    read: true,
     chosen: (text) => text.includes("SELECT deliveries, expires_at"),
     call: (store) => store.deliveries("m"),
     then: (answer) => assert.equal(answer, 1),
   },
   {
     name: "getDeadLetter()",
+    read: true,
     chosen: (text) =>
       text.includes("queue_dlq_id") && text.includes("WHERE job_id = "),
     call: (store) => store.getDeadLetter("j"),
@@ -138,6 +148,7 @@ const CASES: readonly Case[] = [
   },
   {
     name: "listDeadLetters()",
+    read: true,
     chosen: (text) => text.includes("ORDER BY poisoned_at DESC"),
     call: (store) => store.listDeadLetters(),
     then: (answer) =>
@@ -192,9 +203,31 @@ const CASES: readonly Case[] = [
 serverUpFirst();
 
 for (const c of CASES) {
+  if (!c.read) continue;
   Deno.test({
     name:
-      `PostgresStore answers ${c.name} whose answer came back empty (command null) as the connection lost, and the next call answers`,
+      `PostgresStore asks ${c.name} whose answer came back empty (command null) once more, and answers`,
+    ignore,
+    fn: onFreshSchema({
+      fetchTypes: c.fetchTypes ?? true,
+      migrateOn: "admin",
+    }, async ({ admin, schema, sql: client }) => {
+      await seeded(admin, schema);
+      const wrapped = emptyOnce(client, c.chosen);
+      const store = new PostgresStore(wrapped.sql, { schema });
+      const answer = await c.call(store);
+      assert.ok(wrapped.hit(), "the chosen query never ran");
+      c.then(answer);
+    }),
+  });
+}
+
+for (const c of CASES) {
+  const times = c.read ? 2 : 1;
+  Deno.test({
+    name: `PostgresStore answers ${c.name} whose answer came back empty${
+      c.read ? " twice" : ""
+    } (command null) as the connection lost, and the next call answers`,
     ignore,
     // One connection: a flight that failed so and kept it from the pool
     // would leave the next call none.
@@ -203,7 +236,7 @@ for (const c of CASES) {
       migrateOn: "admin",
     }, async ({ admin, schema, sql: client }) => {
       await seeded(admin, schema);
-      const wrapped = emptyOnce(client, c.chosen);
+      const wrapped = emptyOnce(client, c.chosen, 0, times);
       const store = new PostgresStore(wrapped.sql, { schema });
       const first = await c.call(store).then(
         (answer) => ({ answer, error: undefined }),
@@ -223,12 +256,18 @@ for (const c of CASES) {
   });
 }
 
-/** A store over `client` in `schema` whose look at an intent (past the `skip` first) answers empty, and a relayer on it. */
-function relayerOver(client: postgres.Sql, schema: string, skip = 0) {
+/** A store over `client` in `schema` whose look at an intent (past the `skip` first) answers empty, `times` in a row, and a relayer on it. */
+function relayerOver(
+  client: postgres.Sql,
+  schema: string,
+  skip = 0,
+  times = 2,
+) {
   const wrapped = emptyOnce(
     client,
     (text) => text.includes("h.state AS hold") && !text.includes("lease_owner"),
     skip,
+    times,
   );
   const store = new PostgresStore(wrapped.sql, { schema });
   // Tx 0x1 has confirmed; nothing is sent again.
@@ -278,7 +317,7 @@ const GIVE_UP_READS: readonly {
 for (const { read, intent, skip, then } of GIVE_UP_READS) {
   Deno.test({
     name:
-      `A queue's give-up whose read of the intent (${read}) came back empty (command null) decides nothing: it fails as the store did, and the next give-up decides on the intent`,
+      `A queue's give-up whose read of the intent (${read}) came back empty twice (command null) decides nothing: it fails as the store did, and the next give-up decides on the intent`,
     ignore,
     fn: onFreshSchema({
       max: 2,
@@ -311,7 +350,7 @@ for (const { read, intent, skip, then } of GIVE_UP_READS) {
 
 Deno.test({
   name:
-    "The webhook answers a signed last delivery whose look came back empty (command null) with 503, poisons nothing, and the next delivery settles the intent",
+    "The webhook answers a signed last delivery whose look came back empty twice (command null) with 503, poisons nothing, and the next delivery settles the intent",
   ignore,
   fn: onFreshSchema({
     max: 2,
@@ -341,6 +380,36 @@ Deno.test({
       await genericRequest(JSON.stringify({ job, delivery: 4 })),
     );
     assert.equal(again.status, 200);
+    assert.equal((await t.store.getIntent("a"))?.state, "settled");
+  }),
+});
+
+Deno.test({
+  name:
+    "The webhook settles the intent on a signed delivery whose look came back empty (command null) once: the look is asked once more",
+  ignore,
+  fn: onFreshSchema({
+    max: 2,
+    migrateOn: "admin",
+  }, async ({ admin, schema, sql: client }) => {
+    await seeded(admin, schema);
+    await admin.unsafe(`DELETE FROM "${schema}".dead_letters`);
+    const t = relayerOver(client, schema, 0, 1);
+    const app = createApp({
+      ...t.deps,
+      webhookSecret: SECRET,
+      log: () => {},
+    });
+    const job = { intentId: "a", kind: "settle" };
+    const res = await app.request(
+      "/v1/deliveries",
+      await genericRequest(JSON.stringify({ job, delivery: 3 })),
+    );
+    const body = await res.json();
+    assert.ok(t.hit());
+    // Before: 503, the look failing as the connection lost.
+    assert.equal(res.status, 200, JSON.stringify(body));
+    assert.equal(body.outcome, "done");
     assert.equal((await t.store.getIntent("a"))?.state, "settled");
   }),
 });

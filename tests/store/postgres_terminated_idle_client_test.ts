@@ -3,9 +3,12 @@
  * without `reconnectBackoffS`, no `answeredSocketOption`), its idle
  * connections ended by the server (`pg_terminate_backend`, as an
  * operator, `idle_session_timeout` or a restart ends them) right before
- * the next read, on a real server: the read the end meets fails as a lost
- * connection, and the next one answers, round after round, in a pool of 1
- * and of 2.
+ * the next read, on a real server: the read the end meets is asked once
+ * more, on a connection opened anew, and answers, round after round, in a
+ * pool of 1. In a pool of 2 the read asked again may meet the other ended
+ * connection (the server ends them one after the other, and the second
+ * may still be taking it): it then fails as a lost connection, and the
+ * next read answers.
  *
  * The end reaches the client as a reset of the read (`read ECONNRESET`)
  * in most runs here, and postgres.js 3.4.9 reports the close a turn after
@@ -38,7 +41,9 @@ for (const max of [1, 2]) {
     Deno.test({
       name: `PostgresStore on postgres(url${
         backoff ? ", { backoff: reconnectBackoffS }" : ""
-      }) (a pool of ${max}): a read after the server ended its idle connections answers once each ended one was met, round after round`,
+      }) (a pool of ${max}): a read after the server ended its idle connections answers, asked once more${
+        max === 1 ? "" : ", or the next one does"
+      }, round after round`,
       ignore: !postgresAvailable,
       fn: timeout(30_000, async () => {
         const admin = await connect(2);
@@ -66,8 +71,9 @@ for (const max of [1, 2]) {
             await admin`
               SELECT pg_terminate_backend(pid) FROM pg_stat_activity
               WHERE application_name = ${schema}`;
-            // Each read meets one ended connection at most, and fails as
-            // lost at once; a read of a connection opened anew answers.
+            // Each ask meets one ended connection at most, and a read is
+            // asked twice at most: a read of a connection opened anew
+            // answers.
             const reads: string[] = [];
             while (reads.length <= max && reads.at(-1) !== "pending") {
               reads.push(
@@ -83,10 +89,12 @@ for (const max of [1, 2]) {
             }
             seen.push(reads.join(", "));
           }
-          // What the pool answered in each round, a lost read before the
-          // answer where the read met an ended connection.
+          // What the pool answered in each round. Before, each read that
+          // met an ended connection failed as lost ("lost, pending").
           assert.deepEqual(
-            seen.filter((reads) => !/^(lost, )*pending$/.test(reads)),
+            seen.filter((reads) =>
+              !(max === 1 ? /^pending$/ : /^(lost, )?pending$/).test(reads)
+            ),
             [],
           );
         } finally {

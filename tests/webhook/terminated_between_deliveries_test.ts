@@ -4,7 +4,10 @@
  * the server ended between two deliveries (`pg_terminate_backend`, as an
  * operator, `idle_session_timeout` or a restart ends them), on a real
  * server: once the client saw them close, the next delivery reconnects
- * and settles the payment, and nothing is lost.
+ * and settles the payment, and nothing is lost. And a delivery sent
+ * before the client saw the ends (on the docs' short client, `postgres(url)`,
+ * as on the service's): its look, met by an end, is asked once more on a
+ * connection opened anew, and the delivery settles the payment, not a 503.
  *
  * @module
  */
@@ -121,4 +124,88 @@ for (const max of [1, 2]) {
       }
     }),
   });
+}
+
+// A pool of 1: in a pool of 2, the read asked again may meet the other
+// ended connection (the server ends them one after the other), and fail
+// as before.
+for (const max of [1]) {
+  for (const answered of [false, true]) {
+    Deno.test({
+      name: `createApp() on PostgreSQL (${
+        answered ? "the service's client" : "postgres(url)"
+      }, a pool of ${max}): a delivery sent right as the server ended the store's idle connections, before the client saw them close, settles the payment: its look, met by the end, is asked once more`,
+      ignore: !postgresAvailable,
+      fn: timeout(30_000, async () => {
+        const admin = await connect(2);
+        const schema = freshSchema();
+        const socket = answered ? answeredSocketOption(10_000) : undefined;
+        const sql = postgres(await postgresUrl(), {
+          max,
+          backoff: reconnectBackoffS,
+          ...socket,
+          onnotice: () => {},
+          max_lifetime: null,
+          connection: { application_name: schema },
+        });
+        const store = new PostgresStore(sql, { schema });
+        try {
+          await store.migrate();
+          const ids = ["pi_1", "pi_2", "pi_3"];
+          for (const id of ids) {
+            await store.createIntent({
+              id,
+              state: "authorized",
+              hold: "pending",
+            });
+          }
+          const lines: string[] = [];
+          const app = createApp({
+            store,
+            sender: new ScriptedSender(Object.fromEntries(ids.map((id, i) => [
+              id,
+              { sends: [{ txHash: `0x${i}` }], receipts: ["confirmed"] },
+            ]))),
+            now: () => NOW,
+            random: () => 0,
+            webhookSecret: SECRET,
+            log: (line) => lines.push(line),
+          });
+          const outcomes: string[] = [];
+          for (const id of ids) {
+            const sent = await app.request("/v1/deliveries", delivery(id, 1));
+            assert.equal((await sent.json()).outcome, "retry");
+            // Every connection of the pool open, then ended, and the next
+            // delivery sent at once.
+            await Promise.all(
+              Array.from({ length: max }, () => store.getIntent(id)),
+            );
+            const [ended] = await admin<{ n: number }[]>`
+              SELECT count(pg_terminate_backend(pid))::int AS n
+              FROM pg_stat_activity WHERE application_name = ${schema}`;
+            assert.ok(ended!.n >= 1, "the store's connections were ended");
+            const next = await app.request("/v1/deliveries", delivery(id, 2));
+            outcomes.push(`${next.status} ${(await next.json()).outcome}`);
+          }
+          // Before: a 503 in every round, the look failing "PostgreSQL
+          // lost the connection during the store's read (…): nothing was
+          // read, so try again", a delivery of the queue's spent on it.
+          assert.deepEqual(
+            outcomes,
+            ids.map(() => "200 done"),
+            lines.join("\n"),
+          );
+          for (const id of ids) {
+            assert.equal((await store.getIntent(id))?.state, "settled");
+          }
+        } finally {
+          store.close();
+          await sql.end({ timeout: 1 });
+          await socket?.socket.closed(1_000);
+          await admin.unsafe(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
+          await admin.end();
+        }
+      }),
+    });
+  }
 }
