@@ -45,12 +45,33 @@ export interface AddressCheckedTls {
 const IPV4 =
   /^(?:(?:25[0-5]|2[0-4]\d|1\d\d|[1-9]\d|\d)\.){3}(?:25[0-5]|2[0-4]\d|1\d\d|[1-9]\d|\d)$/;
 
+/**
+ * `text` as one form of the address it names, if it names one as Node's
+ * net.isIP reads it: an IPv4 address as it is, an IPv6 address (bare, or
+ * in a URL's brackets) as a URL writes it (`::1`, lower case, zeros
+ * folded), as Node writes it in a certificate (`0:0:0:0:0:0:0:1`) and
+ * Deno does (`::1`) alike. `undefined` for a name.
+ */
+function addressIn(text: string): string | undefined {
+  if (IPV4.test(text)) return text;
+  const bare = text.startsWith("[") && text.endsWith("]")
+    ? text.slice(1, -1)
+    : text;
+  // A zone (fe80::1%eth0) names no address a certificate can hold.
+  if (!bare.includes(":") || /[^\da-f:.]/i.test(bare)) return undefined;
+  try {
+    return new URL(`http://[${bare}]/`).hostname.slice(1, -1);
+  } catch {
+    return undefined;
+  }
+}
+
 // One entry of a certificate's subjectaltname as Node writes it
 // ("DNS:localhost, IP Address:127.0.0.1"): a value with a comma or a quote
 // in it is a JSON string, so a DNS name cannot pass for an address.
 const ALT_NAME = /([^:,"]+):("(?:[^"\\]|\\.)*"|[^,"]*)(?:, |$)/;
 
-/** The `IP Address:` entries of `altNames`, or none where it does not read as Node writes it. */
+/** The addresses of the `IP Address:` entries of `altNames`, or none where it does not read as Node writes it. */
 function addressesOf(altNames: string): string[] {
   const found: string[] = [];
   const entries = new RegExp(ALT_NAME.source, "y");
@@ -58,15 +79,18 @@ function addressesOf(altNames: string): string[] {
     const start = entries.lastIndex;
     const entry = entries.exec(altNames);
     if (entry === null || entries.lastIndex === start) return [];
-    if (entry[1] === "IP Address") found.push(entry[2]!);
+    const address = entry[1] === "IP Address"
+      ? addressIn(entry[2]!)
+      : undefined;
+    if (address !== undefined) found.push(address);
   }
   return found;
 }
 
 /**
  * postgres.js's `ssl` option for a database: the `sslmode` as it is, but
- * for `verify-full` at an IP address, which is checked against that
- * address. postgres.js 3.4.9 gives TLS no server name for an address, and
+ * for `verify-full` at an IP address (IPv4, or IPv6 in brackets), which is
+ * checked against that address. postgres.js 3.4.9 gives TLS no server name for an address, and
  * the TLS of Node, Deno and Bun then checks the certificate against
  * `localhost`: a certificate that names the address was refused ("Host:
  * localhost. is not cert's CN"), and one that names `localhost` taken.
@@ -105,8 +129,8 @@ export function clientTls(
   },
 ): false | "prefer" | "require" | "verify-full" | AddressCheckedTls {
   if (database.ssl !== "verify-full") return database.ssl;
-  const host = new URL(database.url).hostname;
-  if (!IPV4.test(host)) return database.ssl;
+  const host = addressIn(new URL(database.url).hostname);
+  if (host === undefined) return database.ssl;
   return {
     checkServerIdentity(_name, certificate) {
       const addresses = addressesOf(certificate.subjectaltname ?? "");
@@ -129,7 +153,7 @@ export function clientTls(
  * server against, where the runtime checked it against `localhost`
  * instead (`ERR_TLS_CERT_ALTNAME_INVALID` for the host `localhost`) and
  * the client's hosts `hosts` (postgres.js's `options.host`) name an IPv4
- * address: postgres.js 3.4.9 gave TLS no server name for it. `undefined`
+ * or IPv6 address: postgres.js 3.4.9 gave TLS no server name for it. `undefined`
  * for any other error or hosts.
  */
 export function checkedAgainstLocalhost(
@@ -141,9 +165,11 @@ export function checkedAgainstLocalhost(
     return undefined;
   }
   const named = Array.isArray(hosts) ? hosts : [hosts];
-  return named.find((name): name is string =>
-    typeof name === "string" && IPV4.test(name)
-  );
+  for (const name of named) {
+    const address = typeof name === "string" ? addressIn(name) : undefined;
+    if (address !== undefined) return address;
+  }
+  return undefined;
 }
 
 // What Node's and Deno's TLS (and Bun's) call a certificate whose chain

@@ -56,7 +56,7 @@ export async function testCertificates(
 ): Promise<TestCertificates> {
   const dir = await Deno.makeTempDir({ prefix: "relayer-tls-" });
   const san = names.map((name) =>
-    /^[\d.]+$/.test(name) ? `IP:${name}` : `DNS:${name}`
+    /^[\d.]+$/.test(name) || name.includes(":") ? `IP:${name}` : `DNS:${name}`
   ).join(",");
   await Deno.writeTextFile(
     `${dir}/server.ext`,

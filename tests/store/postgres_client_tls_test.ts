@@ -158,3 +158,55 @@ Deno.test("clientTls() refuses alt names that do not read as Node writes them, w
     );
   }
 });
+
+Deno.test("clientTls() checks a server at an IPv6 address against that address, in Node's form of it and Deno's alike", () => {
+  const url = "postgres://relayer:pw@[2001:db8::a:0:1]:5432/payments";
+  const ssl = clientTls({ url, ssl: "verify-full" });
+  assert.equal(typeof ssl, "object");
+  const { checkServerIdentity } = ssl as AddressCheckedTls;
+  for (
+    const names of [
+      "IP Address:2001:DB8:0:0:0:A:0:1", // Node's and Bun's
+      "IP Address:2001:db8::a:0:1", // Deno's
+      "DNS:db.example.com, IP Address:10.0.0.5, IP Address:2001:DB8:0:0:0:A:0:1",
+    ]
+  ) {
+    assert.equal(
+      checkServerIdentity("localhost", { subjectaltname: names }),
+      undefined,
+      names,
+    );
+  }
+  for (
+    const names of [
+      "DNS:localhost",
+      "IP Address:0:0:0:0:0:0:0:1",
+      "IP Address:2001:DB8:0:0:0:A:0:2",
+      "DNS:2001:db8::a:0:1",
+      'DNS:"x, IP Address:2001:db8::a:0:1"',
+    ]
+  ) {
+    const refusal = checkServerIdentity("localhost", { subjectaltname: names });
+    assert.ok(refusal instanceof Error, names);
+    assert.match(
+      refusal.message,
+      /^Hostname\/IP does not match certificate's altnames: IP: 2001:db8::a:0:1 is not in the cert's list: /,
+    );
+  }
+  // The loopback, written as a URL folds it.
+  const loopback = clientTls({
+    url: "postgres://relayer@[0:0:0:0:0:0:0:1]/payments",
+    ssl: "verify-full",
+  }) as AddressCheckedTls;
+  assert.equal(
+    loopback.checkServerIdentity("localhost", {
+      subjectaltname: "IP Address:0:0:0:0:0:0:0:1",
+    }),
+    undefined,
+  );
+  assert.ok(
+    loopback.checkServerIdentity("localhost", {
+      subjectaltname: "DNS:localhost",
+    }) instanceof Error,
+  );
+});
