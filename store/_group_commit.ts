@@ -364,7 +364,7 @@ export class GroupCommit {
     } catch (error) {
       throw fileRefusal(error) ?? damagedFile(error, "write") ??
         closedKv(error, "write") ??
-        (isLocked(error) ? notWritten(error) : error);
+        (isLocked(error) ? notWritten(lockedWords(error)) : error);
     }
   }
 
@@ -442,6 +442,22 @@ function isLocked(error: unknown): error is Error {
     error instanceof Error &&
       (error as { code?: unknown }).code === "GenericFailure") &&
     /^database is locked\b/.test(error.message);
+}
+
+/**
+ * A commit refused as locked (`error`, {@linkcode isLocked}), in Deno's
+ * words, "database is locked": `@deno/kv`'s addon on Node adds its cause
+ * ("\n\nCaused by:\n    Error code 5: database is locked") and, when
+ * `RUST_BACKTRACE` is set, Rust's backtrace, which a log line would quote.
+ * Deno's own `TypeError` as it is; the addon's as an `Error` of its first
+ * words, its `cause` the original.
+ */
+function lockedWords(error: Error): Error {
+  if ((error as { code?: unknown }).code !== "GenericFailure") return error;
+  const end = error.message.indexOf("\n");
+  return end === -1
+    ? error
+    : new Error(error.message.slice(0, end), { cause: error });
 }
 
 /**

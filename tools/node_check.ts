@@ -19,7 +19,9 @@
  * `deno.json` pins, installed into the cache outside the repository),
  * with `KvStore` and the ops routes on a handle closed under them, and
  * two handles on one SQLite file (which `@deno/kv` answers in its own
- * words, not Deno's), and
+ * words, not Deno's), and a write on a file another program holds locked
+ * (`node:sqlite` on Node 22 and later, the `sqlite3` command on Node 20,
+ * where there is one), and
  * against `PostgresStore` over the npm client `postgres` (bundled in) on a
  * real PostgreSQL server it starts once for every Node (Debian's
  * `postgresql` binaries; where they are missing it says so, and under

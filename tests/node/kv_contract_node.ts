@@ -6,17 +6,19 @@
  * across a reopen; then writes carrying give-up marks against `@deno/kv`'s
  * 10 checks a commit; then `KvStore` and the ops routes on a handle
  * closed under them, which `@deno/kv` answers in its own words, not
- * Deno's.
+ * Deno's; and a write on a file another program holds locked.
  *
  * @module
  */
 
 import assert from "node:assert/strict";
+import { spawn, spawnSync } from "node:child_process";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { openKv } from "@deno/kv";
 import { KvStore } from "../../store/kv.ts";
+import { isNotWritten } from "../../store/_not_written.ts";
 import { storeContract } from "../store/_contract.ts";
 import { hookedKvStore } from "../store/_hooked_kv.ts";
 import { kvMarksTests } from "../store/_kv_marks.ts";
@@ -100,3 +102,95 @@ kvSharedFileTests(
   test,
   6,
 );
+
+/**
+ * What holds a write transaction open on a SQLite file from another
+ * program, as a backup tool or `sqlite3` would: this Node's `node:sqlite`
+ * (Node 22 and later), else the `sqlite3` command; `undefined` where
+ * there is neither (Node 20 without `sqlite3`).
+ */
+function sqliteLocker(): { command: string; args: string[] } | undefined {
+  const script = `const { DatabaseSync } = require("node:sqlite");
+const db = new DatabaseSync(process.env.LOCKED_FILE);
+db.exec("BEGIN IMMEDIATE; UPDATE kv SET v = v");
+console.log("locked");
+process.stdin.on("data", () => {});
+process.stdin.on("end", () => { db.exec("ROLLBACK"); db.close(); });`;
+  const ran = (command: string, args: string[]) =>
+    spawnSync(command, args, { stdio: "ignore" }).status === 0;
+  if (ran(process.execPath, ["-e", 'require("node:sqlite")'])) {
+    return { command: process.execPath, args: ["-e", script] };
+  }
+  return ran("sqlite3", ["-version"])
+    ? { command: "sqlite3", args: [] }
+    : undefined;
+}
+
+const locker = sqliteLocker();
+
+/** Holds the file at `path` locked until `release()` rolls back. */
+async function lockedBy(
+  path: string,
+): Promise<{ release(): Promise<void> }> {
+  const { command, args } = locker!;
+  const child = spawn(command, [...args, ...(args.length ? [] : [path])], {
+    env: { ...process.env, LOCKED_FILE: path },
+    stdio: ["pipe", "pipe", "inherit"],
+  });
+  if (args.length === 0) {
+    child.stdin.write(
+      "BEGIN IMMEDIATE; UPDATE kv SET v = v; SELECT 'locked';\n",
+    );
+  }
+  await new Promise<void>((resolve, reject) => {
+    let said = "";
+    child.stdout.on("data", (chunk) => {
+      said += chunk;
+      if (said.includes("locked")) resolve();
+    });
+    child.on(
+      "exit",
+      () => reject(new Error(`the locking process ended first: ${said}`)),
+    );
+  });
+  return {
+    release: () =>
+      new Promise<void>((resolve) => {
+        child.removeAllListeners("exit");
+        child.on("exit", () => resolve());
+        child.stdin.end(args.length === 0 ? "ROLLBACK;\n" : undefined);
+      }),
+  };
+}
+
+// About 6 s: @deno/kv's own wait for the lock (5 s), then the store's
+// last try; nothing shorter meets the refusal a caller gets.
+test({
+  name:
+    'KvStore on Node (@deno/kv): a write on a SQLite file another program holds locked is refused in Deno\'s words, "database is locked" (no cause or Rust backtrace after them), marked as nothing written, and lands once the lock is gone',
+  ignore: locker === undefined,
+}, async () => {
+  const dir = mkdtempSync(join(tmpdir(), "relayer_kv_locked_"));
+  const path = join(dir, "relayer.kv");
+  const kv = await openKv(path);
+  try {
+    const store = new KvStore(kv);
+    await store.createIntent({ id: "pi_0001", state: "created", hold: null });
+    const intent = { id: "pi_0002", state: "created", hold: null } as const;
+    const lock = await lockedBy(path);
+    try {
+      await assert.rejects(store.createIntent(intent), (error) => {
+        assert.equal(String(error), "Error: database is locked");
+        assert.ok(isNotWritten(error));
+        return true;
+      });
+    } finally {
+      await lock.release();
+    }
+    assert.equal(await store.getIntent("pi_0002"), null);
+    assert.equal((await store.createIntent(intent)).state, "created");
+  } finally {
+    kv.close();
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
