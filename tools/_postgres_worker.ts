@@ -19,6 +19,10 @@
  *   (a duplicate, a replayed claim), and two writes on one version at once
  *   from two clients, of which exactly one lands; it answers each step's
  *   result, or the error's name, as JSON;
+ * - `POST /tls` takes `{ url, waitMs }`, a `verify-full` URL and
+ *   `migrate()`'s bound, and runs `migrate()` and a read on the example's
+ *   client for it: `{ intent }` (`null`), or `{ error }`, the error's name
+ *   and message;
  * - `GET /sessions` answers `{ sessions }`, the sessions PostgreSQL has
  *   counted on the database so far (`pg_stat_database.sessions`), once
  *   none of them is open.
@@ -347,6 +351,27 @@ async function fetch(
           async (second) => Response.json(await storeSteps(store, second)),
         ),
     );
+  }
+  if (request.method === "POST" && pathname === "/tls") {
+    // The example's client over verified TLS at the URL given (the check's
+    // server by IP address, or by a name its certificate does not hold):
+    // migrate() and a read, or the error's name and words.
+    const { url, waitMs } = await request.json() as {
+      url: string;
+      waitMs?: number;
+    };
+    const tls = { url, ssl: "verify-full", sslnegotiation: null } as const;
+    try {
+      return Response.json({
+        intent: await withPostgresStore(tls, ctx, async (store) => {
+          await store.migrate(waitMs === undefined ? {} : { waitMs });
+          return await store.getIntent("pw_tls");
+        }),
+      });
+    } catch (error) {
+      const { name, message } = error as Error;
+      return Response.json({ error: `${name}: ${message}` });
+    }
   }
   if (request.method === "GET" && pathname === "/sessions") {
     return Response.json({ sessions: await sessions(env, ctx) });

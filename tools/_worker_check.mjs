@@ -1768,6 +1768,62 @@ async function postgresCheck() {
 }
 
 /**
+ * The example's client over verified TLS on workerd, at a server whose
+ * certificate names its IP address alone (TLS_DATABASE_URL, at 127.0.0.1,
+ * its CA given to workerd as SSL_CERT_FILE): at the address it migrates and
+ * reads, as postgres.js's Workers build leaves the check to workerd's
+ * `startTls()`, which checks the certificate against the address it
+ * dialed; by a name the certificate does not hold (`localhost`), it is
+ * refused. workerd keeps the refusal's reason to its own log: postgres.js
+ * hears nothing of it, and `migrate()` says nothing answered within its
+ * bound (2 s here).
+ */
+async function postgresTls() {
+  const label = "[PostgresStore, TLS]";
+  const lines = [];
+  const mf = await startPostgresWorker(lines);
+  try {
+    const call = caller(mf);
+    const atAddress = process.env.TLS_DATABASE_URL;
+    const at = await call("/tls", {
+      method: "POST",
+      body: JSON.stringify({ url: atAddress }),
+    });
+    assertEqual(
+      [at.status, at.body],
+      [200, { intent: null }],
+      `${label} verify-full at ${new URL(atAddress).hostname}`,
+    );
+    const byName = new URL(atAddress);
+    byName.hostname = "localhost";
+    const refused = await call("/tls", {
+      method: "POST",
+      body: JSON.stringify({ url: byName.href, waitMs: 2000 }),
+    });
+    const why = lines.find((line) => /TLS peer's certificate/.test(line));
+    if (
+      refused.status !== 200 || refused.body.error === undefined ||
+      !/Hostname mismatch/.test(why ?? "")
+    ) {
+      fail(
+        `${label} verify-full by a name the certificate does not hold: ${refused.status} ${
+          JSON.stringify(refused.body)
+        }, workerd's log: ${
+          why ?? "nothing"
+        }; expected a refusal for the name (Hostname mismatch)`,
+      );
+    }
+    console.log(
+      `  ${label} verify-full at 127.0.0.1, a certificate naming the address alone: migrated and read; by localhost: refused (${refused.body.error}; workerd's log: ${
+        why?.replace(/^.*failed: /, "") ?? "nothing"
+      })`,
+    );
+  } finally {
+    await mf.dispose();
+  }
+}
+
+/**
  * What the queues do with a batch the handler never settles, which
  * docs/queues.md ("A batch the handler never settles") and
  * examples/cloudflare/wrangler.toml's `retry_delay` rest on, on a Worker of
@@ -2243,6 +2299,7 @@ async function publishedSecrets() {
 try {
   if (process.env.POSTGRES_SCRIPT) {
     await postgresCheck();
+    await postgresTls();
   } else {
     // Each step has a Miniflare of its own and waits on queues and timers
     // more than it computes: four at once, the longest first.

@@ -64,7 +64,10 @@
  * write-ahead refused by its message's give-up mark), the seed's three
  * payments on Miniflare's local Queues and a give-up on the dead-letter
  * queue, each end state read back by a new workerd from the database, and
- * no session PostgreSQL counts as dropped without its client ended. A
+ * no session PostgreSQL counts as dropped without its client ended; and the
+ * example's client over `verify-full` TLS on a second server whose
+ * certificate names `127.0.0.1` alone, its CA the local workerd's only
+ * trust (`SSL_CERT_FILE`): taken at that address, refused by `localhost`. A
  * workerd that cannot run is told apart from a Worker that fails to load:
  * the first says to delete the cache, the second prints workerd's own
  * output (its `Uncaught` line) and blames the code
@@ -95,6 +98,11 @@ import {
   run,
 } from "./_npm_cache.ts";
 import { withPostgres } from "./_postgres_check.ts";
+import {
+  type OwnedPostgresServer,
+  startPostgres,
+} from "../support/postgres_server.ts";
+import { testCertificates } from "../support/test_tls.ts";
 import { resendProbe } from "./_resend_probe.ts";
 
 /** The pinned Miniflare; its workerd is 1.20260730.1. */
@@ -211,17 +219,32 @@ async function postgresOnWorkerd(
       "the PostgreSQL Worker's bundle is not postgres.js's Workers build (no cloudflare:sockets, or node:net and node:tls): check the import map in tools/worker_check.ts",
     );
   }
-  const { code, out } = await run("node", ["worker_check.mjs"], {
-    cwd: dir,
-    env: {
-      POSTGRES_SCRIPT: "postgres_worker.js",
-      DATABASE_URL: url,
-      COMPAT_DATE: COMPATIBILITY_DATE,
-      GOLDEN: `${ROOT}testdata/poison_job.golden.txt`,
-      MINIFLARE_CACHE: cache,
-    },
-    label: "PostgresStore on workerd (node worker_check.mjs)",
-  });
+  // And a server over TLS whose certificate names its IP address alone,
+  // its CA the only one workerd trusts (SSL_CERT_FILE, which workerd's TLS
+  // reads in place of the system's): the example at an address.
+  const certificates = await testCertificates(["127.0.0.1"]);
+  let tlsServer: OwnedPostgresServer | undefined;
+  let code: number;
+  let out: string;
+  try {
+    tlsServer = await startPostgres({ tls: certificates });
+    ({ code, out } = await run("node", ["worker_check.mjs"], {
+      cwd: dir,
+      env: {
+        POSTGRES_SCRIPT: "postgres_worker.js",
+        DATABASE_URL: url,
+        TLS_DATABASE_URL: `${tlsServer.url}?sslmode=verify-full`,
+        SSL_CERT_FILE: certificates.caFile,
+        COMPAT_DATE: COMPATIBILITY_DATE,
+        GOLDEN: `${ROOT}testdata/poison_job.golden.txt`,
+        MINIFLARE_CACHE: cache,
+      },
+      label: "PostgresStore on workerd (node worker_check.mjs)",
+    }));
+  } finally {
+    await tlsServer?.stop();
+    await certificates.remove();
+  }
   said.push(...out.trimEnd().split("\n").filter(Boolean));
   if (code !== 0) return false;
   // Every client the Worker opened was ended (its Terminate sent), not
