@@ -75,6 +75,7 @@ import { notRead, notWritten } from "./_not_written.ts";
 import { readOnly } from "./_read_only.ts";
 import { schemaBehind } from "./_schema_behind.ts";
 import { checkedAgainstLocalhost, untrustedChain } from "./_postgres_tls.ts";
+import { onWorkers } from "./_on_workers.ts";
 import {
   marked,
   neverResent,
@@ -964,7 +965,12 @@ export class PostgresStore implements Store {
             () =>
               reject(
                 new Error(
-                  `Cannot migrate the PostgreSQL schema "${this.#schema}" as nothing answered within ${waitMs}ms: the client's connections may all be busy (a query or a reserve() of the caller's holds them), the server may not answer (is it a PostgreSQL server this process can reach?), or the migration waits on another session's lock; call migrate() again once that is over (its waitMs option sets this bound, ${MIGRATE_WAIT_MS} by default)`,
+                  `Cannot migrate the PostgreSQL schema "${this.#schema}" as nothing answered within ${waitMs}ms: the client's connections may all be busy (a query or a reserve() of the caller's holds them), the server may not answer (is it a PostgreSQL server this process can reach?), ${
+                    // workerd keeps a refused handshake's reason to its
+                    // own log and tells postgres.js nothing.
+                    this.#sql.options?.ssl && onWorkers()
+                      ? "workerd may have refused the server's TLS certificate (one that does not name the host or address the client dials, or chains to no CA Cloudflare trusts), which it tells the client nothing of, "
+                      : ""}or the migration waits on another session's lock; call migrate() again once that is over (its waitMs option sets this bound, ${MIGRATE_WAIT_MS} by default)`,
                 ),
               ),
             waitMs,

@@ -10,6 +10,8 @@
  * @module
  */
 
+import { onWorkers } from "../store/_on_workers.ts";
+
 /** A read that is told, by `late`, once its deadline passed. */
 export type TimedRead<T> = (late: () => Error | undefined) => Promise<T>;
 
@@ -127,22 +129,4 @@ interface Pending {
   ticksLeft: number;
   /** Rejects it with the deadline's error. */
   readonly expire: () => void;
-}
-
-/**
- * Whether this runs on Cloudflare Workers, whose `navigator.userAgent` is
- * `"Cloudflare-Workers"` (developers.cloudflare.com/workers/runtime-apis/web-standards/#navigatoruseragent):
- * there a timer belongs to the request that set it and ends with it, so a
- * timer shared by reads of several requests could end under one still
- * reading. A Worker whose compatibility date is before 2022-03-21 has no
- * `navigator` (unless its flags ask for one): there `WebSocketPair`, a
- * global only Workers define, tells it.
- */
-function onWorkers(): boolean {
-  const scope = globalThis as {
-    navigator?: { userAgent?: unknown };
-    WebSocketPair?: unknown;
-  };
-  return scope.navigator?.userAgent === "Cloudflare-Workers" ||
-    typeof scope.WebSocketPair === "function";
 }
