@@ -19,9 +19,9 @@
  *   (a duplicate, a replayed claim), and two writes on one version at once
  *   from two clients, of which exactly one lands; it answers each step's
  *   result, or the error's name, as JSON;
- * - `POST /tls` takes `{ url, waitMs }`, a `verify-full` URL and
- *   `migrate()`'s bound, and runs `migrate()` and a read on the example's
- *   client for it: `{ intent }` (`null`), or `{ error }`, the error's name
+ * - `POST /tls` takes `{ url, ssl, waitMs }`, a URL, its `sslmode`
+ *   (`verify-full` unless given) and `migrate()`'s bound, and runs
+ *   `migrate()` and a read on the example's client for it: `{ intent }` (`null`), or `{ error }`, the error's name
  *   and message;
  * - `GET /sessions` answers `{ sessions }`, the sessions PostgreSQL has
  *   counted on the database so far (`pg_stat_database.sessions`), once
@@ -356,11 +356,12 @@ async function fetch(
     // The example's client over verified TLS at the URL given (the check's
     // server by IP address, or by a name its certificate does not hold):
     // migrate() and a read, or the error's name and words.
-    const { url, waitMs } = await request.json() as {
+    const { url, ssl = "verify-full", waitMs } = await request.json() as {
       url: string;
+      ssl?: "require" | "verify-full";
       waitMs?: number;
     };
-    const tls = { url, ssl: "verify-full", sslnegotiation: null } as const;
+    const tls = { url, ssl, sslnegotiation: null } as const;
     try {
       return Response.json({
         intent: await withPostgresStore(tls, ctx, async (store) => {

@@ -1800,6 +1800,8 @@ async function postgresTls() {
       method: "POST",
       body: JSON.stringify({ url: byName.href, waitMs: 2000 }),
     });
+    const mismatches = () =>
+      lines.filter((line) => /reason = Hostname mismatch/.test(line)).length;
     const why = lines.find((line) => /TLS peer's certificate/.test(line));
     if (
       refused.status !== 200 ||
@@ -1815,8 +1817,27 @@ async function postgresTls() {
         }; expected a refusal for the name (Hostname mismatch) that names workerd's TLS`,
       );
     }
+    // sslmode=require, which encrypts without checking the server
+    // elsewhere: workerd's startTls checks it all the same.
+    const before = mismatches();
+    const required = await call("/tls", {
+      method: "POST",
+      body: JSON.stringify({ url: byName.href, ssl: "require", waitMs: 2000 }),
+    });
+    // workerd's output comes apart from the answer.
+    const deadline = Date.now() + 5_000;
+    while (mismatches() === before && Date.now() < deadline) {
+      await new Promise((resolve) => setTimeout(resolve, 50));
+    }
+    if (required.body.error === undefined || mismatches() === before) {
+      fail(
+        `${label} require by a name the certificate does not hold: ${required.status} ${
+          JSON.stringify(required.body)
+        }; expected workerd to refuse it as it refuses verify-full (Hostname mismatch)`,
+      );
+    }
     console.log(
-      `  ${label} verify-full at 127.0.0.1, a certificate naming the address alone: migrated and read; by localhost: refused (${refused.body.error}; workerd's log: ${
+      `  ${label} verify-full at 127.0.0.1, a certificate naming the address alone: migrated and read; require by localhost refused as verify-full is; verify-full by localhost: refused (${refused.body.error}; workerd's log: ${
         why?.replace(/^.*failed: /, "") ?? "nothing"
       })`,
     );
