@@ -1500,6 +1500,7 @@ export function loadConfig(
     qstash: current !== undefined || qstashToken !== undefined,
     pubsub: audience !== undefined,
     pubsubDeadLetter: deadLetterAudience !== undefined,
+    pubsubMinBackoffSet: Boolean(env.PUBSUB_MIN_BACKOFF),
   });
 
   return {
@@ -2019,7 +2020,13 @@ function checkQueues(
   leaseMs: number,
   senderTimeoutMs: number,
   queues: QueueSettings,
-  configured: { qstash: boolean; pubsub: boolean; pubsubDeadLetter: boolean },
+  configured: {
+    qstash: boolean;
+    pubsub: boolean;
+    pubsubDeadLetter: boolean;
+    /** Set by the operator, not its default: the refusal says which. */
+    pubsubMinBackoffSet: boolean;
+  },
 ): void {
   // Checked against STUCK_AFTER and CLOCK_SKEW together (see loadConfig).
   const policy = {
@@ -2226,8 +2233,10 @@ function checkQueues(
         }`;
       throw new ConfigError(
         "PUBSUB_MIN_BACKOFF",
-        `PUBSUB_MIN_BACKOFF is ${
-          formatDuration(minBackoffMs)
+        `PUBSUB_MIN_BACKOFF is ${formatDuration(minBackoffMs)}${
+          configured.pubsubMinBackoffSet
+            ? ""
+            : ", its default (unset: this service cannot read the subscription's retry policy)"
         }, and Pub/Sub applies its own backoff, guaranteeing only that much per gap: the rescue window is ${
           formatDuration(check.windowMs)
         } over ${check.deliveries} deliveries (PUBSUB_MAX_BACKOFF ${

@@ -808,6 +808,19 @@ Deno.test("loadConfig() refuses QSTASH_RETRIES + 1 < MAX_DELIVERIES with both nu
   );
 });
 
+Deno.test("loadConfig() says a PUBSUB_MIN_BACKOFF it refuses is its default when unset, as it cannot read the subscription's own", () => {
+  // A subscription set to 40s whose setting was forgotten: the refusal must
+  // not read as if the operator had set 10s.
+  assert.match(
+    refusal({ ...base, ...pubsub }),
+    /^PUBSUB_MIN_BACKOFF is 10s, its default \(unset: this service cannot read the subscription's retry policy\), and Pub\/Sub applies its own backoff/,
+  );
+  assert.match(
+    refusal({ ...base, ...pubsub, PUBSUB_MIN_BACKOFF: "10s" }),
+    /^PUBSUB_MIN_BACKOFF is 10s, and Pub\/Sub applies its own backoff/,
+  );
+});
+
 Deno.test("loadConfig() refuses Pub/Sub whose own backoff cannot outlast STUCK_AFTER, and says the minimum backoff it needs", () => {
   assert.equal(
     refusal({
