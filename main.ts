@@ -1207,7 +1207,10 @@ export async function openService(
     config.pubsub ? "pubsub" : undefined,
     config.pubsubDeadLetter ? "pubsub dead-letter" : undefined,
     config.webhookSecret
-      ? config.webhookSecretNext
+      ? config.webhookSecretNext === config.webhookSecret
+        // The rotation's last step half done: one secret, no rotation.
+        ? "deliveries (WEBHOOK_SECRET_NEXT equals WEBHOOK_SECRET: a rotation over, unset it)"
+        : config.webhookSecretNext
         // Said, so that a rotation left half done shows.
         ? "deliveries (two secrets: WEBHOOK_SECRET_NEXT, a rotation under way)"
         : "deliveries"

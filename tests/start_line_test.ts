@@ -95,3 +95,19 @@ Deno.test("openService()'s start line on Deno Deploy KV, and on a KV Connect dat
     DENO_KV_ACCESS_TOKEN: "start-line-kv-token-0123456789",
   });
 });
+
+Deno.test("openService()'s start line says a rotation is under way only while WEBHOOK_SECRET_NEXT differs from WEBHOOK_SECRET, and names one equal to it as left to unset", async () => {
+  const secret = "start-line-secret-0123456789";
+  assert.match(
+    await startLine({
+      WEBHOOK_SECRET: secret,
+      WEBHOOK_SECRET_NEXT: "start-line-next-0123456789",
+    }),
+    /; routes: deliveries \(two secrets: WEBHOOK_SECRET_NEXT, a rotation under way\), ops$/,
+  );
+  // The rotation's last step half done: one secret, so no rotation runs.
+  assert.match(
+    await startLine({ WEBHOOK_SECRET: secret, WEBHOOK_SECRET_NEXT: secret }),
+    /; routes: deliveries \(WEBHOOK_SECRET_NEXT equals WEBHOOK_SECRET: a rotation over, unset it\), ops$/,
+  );
+});
