@@ -326,6 +326,33 @@ const CLOUDFLARE_DEFAULTS = {
 } as const;
 
 /**
+ * `loadConfig` over a Worker's settings, Cloudflare's defaults among them: a
+ * refusal of a default the Worker was not given says it is that default, as
+ * the operator set no such number.
+ */
+function loadWithDefaults(
+  settings: Record<string, unknown>,
+  env: Record<string, unknown>,
+): Config {
+  try {
+    return loadConfig(settings);
+  } catch (error) {
+    if (!(error instanceof ConfigError)) throw error;
+    const name = error.setting;
+    if (!(name in CLOUDFLARE_DEFAULTS) || (env[name] ?? "") !== "") throw error;
+    const value = CLOUDFLARE_DEFAULTS[name as keyof typeof CLOUDFLARE_DEFAULTS];
+    const said = `${name} is ${value},`;
+    if (!error.message.startsWith(said)) throw error;
+    throw new ConfigError(
+      name,
+      `${name} is ${value}, its default (unset: Cloudflare's max_retries for a consumer that sets none),${
+        error.message.slice(said.length)
+      }`,
+    );
+  }
+}
+
+/**
  * What {@linkcode workerConfig} gives a Worker.
  *
  * @example A setting only `main.ts` reads, named once
@@ -443,7 +470,7 @@ export function workerConfig(
     settings[name] !== undefined && settings[name] !== ""
   );
   for (const name of ignored) delete settings[name];
-  const config = loadConfig(settings);
+  const config = loadWithDefaults(settings, env as Record<string, unknown>);
   // Unread here, but QStash's console shows it: it must not open the
   // Worker's ops routes either.
   const qstashToken = (env as Record<string, unknown>).QSTASH_TOKEN;

@@ -23,9 +23,14 @@ Deno.test("workerConfig takes Cloudflare's default of 3 for CLOUDFLARE_DLQ_MAX_R
   assert.equal(config.cloudflareDeadLetterMaxRetries, 3);
 });
 
-Deno.test("workerConfig takes Cloudflare's default of 3 for CLOUDFLARE_MAX_RETRIES not given, which the start check refuses under MAX_DELIVERIES 10", () => {
+Deno.test("workerConfig takes Cloudflare's default of 3 for CLOUDFLARE_MAX_RETRIES not given, which the start check refuses under MAX_DELIVERIES 10, saying the 3 is that default", () => {
   assert.throws(
     () => workerConfig(ENV),
-    /^ConfigError: CLOUDFLARE_MAX_RETRIES is 3, so Cloudflare Queues move a job to the dead-letter queue after 4 deliveries, before MAX_DELIVERIES \(10\)/,
+    /^ConfigError: CLOUDFLARE_MAX_RETRIES is 3, its default \(unset: Cloudflare's max_retries for a consumer that sets none\), so Cloudflare Queues move a job to the dead-letter queue after 4 deliveries, before MAX_DELIVERIES \(10\): set the consumer's max_retries and CLOUDFLARE_MAX_RETRIES to at least 9/,
+  );
+  // Set to 3, it is the operator's: no word of a default.
+  assert.throws(
+    () => workerConfig({ ...ENV, CLOUDFLARE_MAX_RETRIES: "3" }),
+    /^ConfigError: CLOUDFLARE_MAX_RETRIES is 3, so Cloudflare Queues move a job/,
   );
 });
