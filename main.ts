@@ -1453,6 +1453,8 @@ function cutShort(left: number): string {
 let service: Service | undefined;
 /** Where the start-up lines go once the service runs (`deno serve` only). */
 let announce: ((line: string) => void) | undefined;
+/** Writes the stdout lines batched so far: before a refusal on stderr. */
+let flushLog: (() => void) | undefined;
 /** Whether the runtime served the default export (its `onListen` ran). */
 let listened = false;
 /**
@@ -1499,6 +1501,7 @@ if (import.meta.main) {
   // One writer for every stdout line, so they stay in order; what is
   // still batched is written on the way out.
   const stdout = batchedLog(Deno.stdout);
+  flushLog = stdout.flush;
   globalThis.addEventListener("unload", () => stdout.flush());
   let config: Config;
   let drainMs = DRAIN_MS;
@@ -1698,6 +1701,8 @@ export default {
     ) {
       // Listening where others reach it (--host 0.0.0.0), with no
       // PUBLIC_URL to say so: whoever read the docs signs its deliveries.
+      // The start line first, so the refusal is the last word in one log.
+      flushLog?.();
       console.error(
         `relayer: cannot start: ${readable.setting} is ${readable.readable}, and this service listens on ${where}, off this machine: ${readable.fix}`,
       );

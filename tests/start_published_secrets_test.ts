@@ -56,3 +56,29 @@ Deno.test(
     }
   }),
 );
+
+Deno.test(
+  "main.ts refused on 0.0.0.0 for the docs' local-run secrets writes its start line before the refusal, not after it, where both streams go to one log",
+  timeout(60_000, async () => {
+    const dir = await Deno.makeTempDir({ prefix: "relayer_published_" });
+    try {
+      const refused = startMain({ ...LOCAL, KV_PATH: `${dir}/relayer.kv` }, {
+        writeDir: dir,
+        flags: ["--host", "0.0.0.0"],
+        drop: ["--host", "127.0.0.1"],
+        // One pipe for both, as a platform's log takes them: its order is
+        // the order of the writes.
+        via: ["sh", "-c", 'exec "$0" "$@" 2>&1'],
+      });
+      const { code, stdout } = await refused.ended();
+      assert.equal(code, 1, stdout);
+      const started = stdout.indexOf("relayer: at most ");
+      const refusal = stdout.indexOf("relayer: cannot start: WEBHOOK_SECRET");
+      assert.ok(started >= 0 && refusal >= 0, stdout);
+      // Last, the refusal is the line an operator reads as the outcome.
+      assert.ok(started < refusal, stdout);
+    } finally {
+      await Deno.remove(dir, { recursive: true });
+    }
+  }),
+);
