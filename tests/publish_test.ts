@@ -159,12 +159,24 @@ Deno.test("loadConfig() refuses QSTASH_TOKEN without PUBLIC_URL or the signing k
       /QSTASH_TOKEN publishes jobs to PUBLIC_URL\/v1\/qstash, which takes only deliveries signed with QStash's keys/
         .test(error.message),
   );
-  assert.ok(loadConfig({ ...publishing, RELAYER_INSECURE_DEV: "1" }));
+  // Taken unsigned in dev mode, which is for a service on this machine
+  // (with a local QStash, such as deno task qstash-local): at a PUBLIC_URL
+  // off it, whoever reaches the service would send its unsigned jobs.
+  const local = { ...publishing, PUBLIC_URL: "http://127.0.0.1:8000" };
+  assert.ok(loadConfig({ ...local, RELAYER_INSECURE_DEV: "1" }));
+  assert.throws(
+    () => loadConfig({ ...publishing, RELAYER_INSECURE_DEV: "1" }),
+    (error) =>
+      error instanceof ConfigError &&
+      error.setting === "RELAYER_INSECURE_DEV" &&
+      /this service is reached at PUBLIC_URL, off this machine: it would take requests with no signature or token, from anyone who reaches it, on \/v1\/qstash and \/v1\/qstash\/failed, /
+        .test(error.message),
+  );
   // And the queue's limit is checked against the policy whenever it publishes.
   assert.throws(
     () =>
       loadConfig({
-        ...publishing,
+        ...local,
         RELAYER_INSECURE_DEV: "1",
         QSTASH_RETRIES: "0",
       }),

@@ -2155,10 +2155,17 @@ async function heldBodies(compatibilityDate) {
 
 /** Unquoted `[vars]` the Worker must refuse at its start, on workerd. */
 async function refusedVars() {
+  // With a PUBLIC_URL on this machine (wrangler dev's), loadConfig takes
+  // it and the Worker's own check refuses it; off it, loadConfig does.
   await refusesToStart(
-    { RELAYER_INSECURE_DEV: true },
+    { RELAYER_INSECURE_DEV: true, PUBLIC_URL: "http://127.0.0.1:8787" },
     /Uncaught Error: RELAYER_INSECURE_DEV is for local runs: unset it$/,
     "RELAYER_INSECURE_DEV = true",
+  );
+  await refusesToStart(
+    { RELAYER_INSECURE_DEV: true },
+    /Uncaught Error: ConfigError: RELAYER_INSECURE_DEV is for local runs, and this service is reached at PUBLIC_URL, off this machine: it would take requests with no signature or token, from anyone who reaches it, on /,
+    "RELAYER_INSECURE_DEV = true, PUBLIC_URL off this machine",
   );
   // 1234567890123456789 unquoted: the Worker holds 1234567890123456800.
   await refusesToStart(

@@ -420,6 +420,46 @@ export function onLoopback(url: string): boolean {
 }
 
 /**
+ * The routes `RELAYER_INSECURE_DEV` opens to requests with no signature or
+ * token: each whose keys are not set, by which are.
+ */
+export function insecureOpenRoutes(set: {
+  readonly qstash: boolean;
+  readonly pubsub: boolean;
+  readonly pubsubDeadLetter: boolean;
+  readonly deliveries: boolean;
+  readonly ops: boolean;
+}): string[] {
+  return [
+    set.qstash ? undefined : "/v1/qstash and /v1/qstash/failed",
+    set.pubsub ? undefined : "/v1/pubsub",
+    set.pubsubDeadLetter ? undefined : "/v1/pubsub/dead-letter",
+    set.deliveries ? undefined : "/v1/deliveries",
+    set.ops ? undefined : "the ops routes",
+  ].filter((route) => route !== undefined);
+}
+
+/**
+ * Why `RELAYER_INSECURE_DEV` is refused where others reach the service
+ * (`reached`: "this service is on Deno Deploy", "… listens on …, off this
+ * machine"), naming the routes it would open (`open`) and what to do; the
+ * same rule as the docs' local-run secrets ({@linkcode publishedSecret}).
+ */
+export function insecureDevRefusal(
+  reached: string,
+  open: readonly string[],
+): string {
+  const routes = open.length === 0
+    ? "no route while every key is set, and on each whose key is left out later"
+    : open.map((route) =>
+      route === "the ops routes"
+        ? "the ops routes (which create and resolve intents, and publish, redrive and discard jobs)"
+        : route
+    ).join(", ");
+  return `RELAYER_INSECURE_DEV is for local runs, and ${reached}: it would take requests with no signature or token, from anyone who reaches it, on ${routes}. Unset RELAYER_INSECURE_DEV (each route whose keys are not set then answers 503: set the keys of those you use, and OPS_TOKEN for the ops routes), or run on your own machine: PUBLIC_URL unset or on localhost, 127.0.0.1 or [::1], and served on loopback (deno task start)`;
+}
+
+/**
  * The shared secrets the docs give for a local run (the README's, routes.md's
  * and webhook.md's `WEBHOOK_SECRET` and `OPS_TOKEN`): anyone can read them.
  */

@@ -20,7 +20,7 @@
  * | `SENDER_TIMEOUT` | optional: how long a signer call may take (default `10s`; a duration, as the policy's below) |
  * | `KV_PATH` / `KV_URL` | a SQLite file (default `./data/relayer.kv`; refused on Deno Deploy, where it would be each isolate's own) or a KV Connect URL |
  * | `DENO_KV_ACCESS_TOKEN` | with `KV_URL`: KV Connect's access token (what a header can carry: printable ASCII, no line break, no space at either end) |
- * | `DENO_DEPLOYMENT_ID`, `DENO_KV_PATH_PREFIX` | set by Deno Deploy, not by you: the first says the service runs there (the local queue and `RELAYER_INSECURE_DEV` are refused, the drain is shorter); the second is read before `DENO_KV_DEFAULT_PATH` |
+ * | `DENO_DEPLOYMENT_ID`, `DENO_KV_PATH_PREFIX` | set by Deno Deploy, not by you: the first says the service runs there (the local queue, `RELAYER_INSECURE_DEV` and the docs' local-run secrets are refused, the drain is shorter); the second is read before `DENO_KV_DEFAULT_PATH` |
  * | `DENO_KV_DEFAULT_PATH` | set by Deno Deploy, not by you: the Deno KV database assigned to the app. On Deploy, with neither `KV_URL` nor `DATABASE_URL`, the service refuses to start without one (an isolate's own store instead would lose its state and share none) |
  * | `KV_QUEUE` | `1`: also consume the local Deno KV queue on a KV file (not with `KV_URL` or `DATABASE_URL`, and refused on Deno Deploy); Deno KV delays a message at most 30 days, so `CAP` is then at most `720h`, and `LEASE` plus twice `CLOCK_SKEW` (a busy delivery's wait) at most that too |
  * | `DATABASE_URL` | a PostgreSQL URL (`postgres://user:password@host:5432/db`): keep the state there (PostgresStore) instead of Deno KV; add `?sslmode=verify-full` for TLS (see docs/postgres.md) |
@@ -35,7 +35,7 @@
  * | `CLOUDFLARE_DLQ_MAX_RETRIES` | optional: the dead-letter queue consumer's `max_retries`, 0–100; the queue handler refuses fewer retries than span 14 days, and takes one not given as Cloudflare's default of 3, which it refuses |
  * | `CLOUDFLARE_MESSAGE_RETENTION`, `CLOUDFLARE_DLQ_MESSAGE_RETENTION` | optional: the jobs queue's and the dead-letter queue's message retention, whole seconds from `1m` to `336h` (Cloudflare's default is 4 days; with a unit: a plain number is refused, as Wrangler's `--message-retention-period-secs` counts seconds); the queue handler refuses one that ends while it may still retry a message there (unset: not checked) |
  * | `CLOUDFLARE_DELIVERY_DELAY` | optional: the jobs queue's delivery delay (or its producer binding's `delivery_delay`, or the longest `delaySeconds` a producer sends with), whole seconds from `0` to `24h` (with a unit, as for the retentions: `--delivery-delay-secs` counts seconds), counted in its retention and the dead-letter queue's (a message moves there with its age), counted from the send (Cloudflare does not say it waits for a first delivery; unset: 0) |
- * | `RELAYER_INSECURE_DEV` | `1`: accept unsigned deliveries on unconfigured routes (never on Deno Deploy) |
+ * | `RELAYER_INSECURE_DEV` | `1`: accept unsigned requests on every route whose keys are not set, the ops routes too without `OPS_TOKEN`; for local runs only: refused, as the docs' local-run secrets are, on Deno Deploy, with a `PUBLIC_URL` off this machine, or where `main.ts` listens off loopback |
  *
  * @module
  */
@@ -71,6 +71,8 @@ import {
 import type { QueueLimits } from "../policy/queue.ts";
 import type { AppDeps } from "./app.ts";
 import {
+  insecureDevRefusal,
+  insecureOpenRoutes,
   MIN_SECRET,
   onLoopback,
   publishedQStashKey,
@@ -1337,6 +1339,7 @@ export function loadConfig(
   refuseReusedOpsToken(opsToken, signing);
   // Copied from the docs' local run to a service others reach: whoever
   // read the docs signs its deliveries and holds its ops routes.
+  // RELAYER_INSECURE_DEV is refused by the same rule (below).
   const reached = onDeploy
     ? "on Deno Deploy"
     : publicUrl !== undefined && !onLoopback(publicUrl)
@@ -1355,18 +1358,30 @@ export function loadConfig(
   }
 
   const insecureDev = flag(env, "RELAYER_INSECURE_DEV");
+  if (insecureDev && reached !== undefined) {
+    // Every route whose keys are not set, the ops routes too, would take
+    // whoever reaches the service: it is for a service only this machine
+    // reaches, as the docs' local-run secrets are.
+    throw new ConfigError(
+      "RELAYER_INSECURE_DEV",
+      insecureDevRefusal(
+        `this service is ${reached}`,
+        insecureOpenRoutes({
+          qstash: current !== undefined,
+          pubsub: audience !== undefined,
+          pubsubDeadLetter: deadLetterAudience !== undefined,
+          deliveries: webhookSecret !== undefined,
+          ops: opsToken !== undefined,
+        }),
+      ),
+    );
+  }
   if (qstashToken !== undefined && current === undefined && !insecureDev) {
     // The jobs it publishes come back to /v1/qstash, which takes only
     // deliveries signed with these keys: none would ever be taken.
     throw new ConfigError(
       "QSTASH_CURRENT_SIGNING_KEY",
       "QSTASH_CURRENT_SIGNING_KEY is missing: QSTASH_TOKEN publishes jobs to PUBLIC_URL/v1/qstash, which takes only deliveries signed with QStash's keys; copy both signing keys from the QStash console",
-    );
-  }
-  if (insecureDev && onDeploy) {
-    throw new ConfigError(
-      "RELAYER_INSECURE_DEV",
-      "RELAYER_INSECURE_DEV is for local development and is refused on Deno Deploy",
     );
   }
   if (

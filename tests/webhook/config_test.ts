@@ -570,7 +570,7 @@ Deno.test("loadConfig() names the bad setting, and never echoes a secret", () =>
       RELAYER_INSECURE_DEV: "1",
     },
     "RELAYER_INSECURE_DEV",
-    /refused/,
+    /^RELAYER_INSECURE_DEV is for local runs, and this service is on Deno Deploy: /,
   );
 
   refused(
@@ -606,6 +606,67 @@ Deno.test("loadConfig() names the bad setting, and never echoes a secret", () =>
         return true;
       },
     );
+  }
+});
+
+Deno.test("loadConfig() refuses RELAYER_INSECURE_DEV with a PUBLIC_URL off this machine, as the docs' local-run secrets, naming the routes it would open, the ops routes among them, and no secret", () => {
+  const secrets = {
+    SENDER_URL: "http://127.0.0.1:9000",
+    QSTASH_CURRENT_SIGNING_KEY: "sig_current_0123456789",
+    QSTASH_NEXT_SIGNING_KEY: "sig_next_0123456789ab",
+  };
+  const fix =
+    ". Unset RELAYER_INSECURE_DEV (each route whose keys are not set then answers 503: set the keys of those you use, and OPS_TOKEN for the ops routes), or run on your own machine: PUBLIC_URL unset or on localhost, 127.0.0.1 or [::1], and served on loopback (deno task start)";
+  for (const url of ["https://relayer.example.com", "http://10.0.0.5:8000"]) {
+    const env = {
+      ...secrets,
+      PUBLIC_URL: url,
+      RELAYER_INSECURE_DEV: "1",
+    };
+    assert.throws(() => loadConfig(env), (error: unknown) => {
+      assert.ok(error instanceof ConfigError);
+      assert.equal(error.setting, "RELAYER_INSECURE_DEV");
+      assert.equal(
+        error.message,
+        `RELAYER_INSECURE_DEV is for local runs, and this service is reached at PUBLIC_URL, off this machine: it would take requests with no signature or token, from anyone who reaches it, on /v1/pubsub, /v1/pubsub/dead-letter, /v1/deliveries, the ops routes (which create and resolve intents, and publish, redrive and discard jobs)${fix}`,
+      );
+      for (const value of Object.values(secrets)) {
+        assert.ok(!error.message.includes(value));
+      }
+      return true;
+    });
+    // Every key set, it would open nothing now: refused all the same.
+    refused(
+      {
+        ...env,
+        WEBHOOK_SECRET: "a-webhook-secret-16",
+        OPS_TOKEN: "an-ops-token-of-16",
+        PUBSUB_AUDIENCE: `${url}/v1/pubsub`,
+        PUBSUB_DEAD_LETTER_AUDIENCE: `${url}/v1/pubsub/dead-letter`,
+        PUBSUB_SERVICE_ACCOUNT: "push@p.iam.gserviceaccount.com",
+      },
+      "RELAYER_INSECURE_DEV",
+      /: it would take requests with no signature or token, from anyone who reaches it, on no route while every key is set, and on each whose key is left out later\. Unset RELAYER_INSECURE_DEV /,
+    );
+  }
+  // On this machine, or with no PUBLIC_URL to say otherwise: taken, as the
+  // docs' local-run secrets are (main.ts then checks where it listens).
+  for (
+    const url of [
+      "http://localhost:8000",
+      "http://127.0.0.1:8000",
+      "http://[::1]:8000",
+      undefined,
+    ]
+  ) {
+    const config = loadConfig({
+      SENDER_URL: secrets.SENDER_URL,
+      ...(url === undefined ? {} : { ...secrets, PUBLIC_URL: url }),
+      RELAYER_INSECURE_DEV: "1",
+      WEBHOOK_SECRET: "local-secret-0123456789",
+      OPS_TOKEN: "local-ops-token-0123456789",
+    });
+    assert.equal(config.insecureDev, true);
   }
 });
 
