@@ -70,7 +70,12 @@ import {
   unreadSettingLines,
 } from "./webhook/_settings.ts";
 import { oncePer } from "./webhook/_step_back.ts";
-import { onLoopback, readableSetting } from "./webhook/_auth.ts";
+import {
+  insecureDevRefusal,
+  insecureOpenRoutes,
+  onLoopback,
+  readableSetting,
+} from "./webhook/_auth.ts";
 import {
   isFolder,
   readOnlyRefusal,
@@ -990,16 +995,21 @@ export function openHint(message: string, direct: boolean): string {
  * routes that are signed, so an operator who left the flag on sees which.
  */
 function insecureRoutes(config: Config): string {
-  const open = [
-    config.qstash ? undefined : "/v1/qstash and /v1/qstash/failed",
-    config.pubsub ? undefined : "/v1/pubsub",
-    config.pubsubDeadLetter ? undefined : "/v1/pubsub/dead-letter",
-    config.webhookSecret ? undefined : "/v1/deliveries",
-    config.opsToken ? undefined : "the ops routes",
-  ].filter(Boolean);
+  const open = openRoutes(config);
   return `INSECURE DEV MODE (unsigned requests accepted on ${
     open.length === 0 ? "no route: every key is set" : open.join(", ")
   })`;
+}
+
+/** The routes `RELAYER_INSECURE_DEV` opens in `config`: those whose keys are not set. */
+function openRoutes(config: Config): string[] {
+  return insecureOpenRoutes({
+    qstash: config.qstash !== undefined,
+    pubsub: config.pubsub !== undefined,
+    pubsubDeadLetter: config.pubsubDeadLetter !== undefined,
+    deliveries: config.webhookSecret !== undefined,
+    ops: config.opsToken !== undefined,
+  });
 }
 
 /**
@@ -1462,6 +1472,11 @@ let listened = false;
  * published keys), if one is in use: taken on loopback only.
  */
 let readable: ReturnType<typeof readableSetting>;
+/**
+ * With `RELAYER_INSECURE_DEV`, the routes it opens (it is taken on
+ * loopback only, as the docs' local-run secrets are); else `undefined`.
+ */
+let insecureOpen: string[] | undefined;
 
 /**
  * What went wrong when `deno serve` tried to listen, in one line, or
@@ -1518,6 +1533,7 @@ if (import.meta.main) {
     // named above (with a Worker's refusal) but do not refuse its start.
     config = loadConfig(serviceSettings(env));
     readable = readableSetting(config);
+    if (config.insecureDev) insecureOpen = openRoutes(config);
     // Deno Deploy stops an instance 5 s after SIGINT, under any drain.
     if (config.onDeploy) drainMs = DEPLOY_DRAIN_MS;
   } catch (error) {
@@ -1705,6 +1721,22 @@ export default {
       flushLog?.();
       console.error(
         `relayer: cannot start: ${readable.setting} is ${readable.readable}, and this service listens on ${where}, off this machine: ${readable.fix}`,
+      );
+      Deno.exit(1);
+    }
+    if (
+      insecureOpen !== undefined && address.transport === "tcp" &&
+      !onLoopback(where)
+    ) {
+      // With no PUBLIC_URL to say so, as above: whoever reaches it sends
+      // unsigned deliveries and, without OPS_TOKEN, calls the ops routes.
+      console.error(
+        `relayer: cannot start: ${
+          insecureDevRefusal(
+            `this service listens on ${where}, off this machine`,
+            insecureOpen,
+          )
+        }`,
       );
       Deno.exit(1);
     }
