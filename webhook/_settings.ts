@@ -143,8 +143,8 @@ export function unknownSettingLines(names: Iterable<string>): string[] {
  * to refuse a start after an upgrade). `PUBLIC_URL` is used only by
  * QStash's route (with its signing keys) and QStash's publisher (with
  * `QSTASH_TOKEN`); a Pub/Sub or generic setup needs none, and its line says
- * it is still read, to refuse the docs' local-run secrets at a URL off this
- * machine. `QSTASH_RETRIES` is read only by QStash too (the route's
+ * it is still read, to refuse the docs' local-run secrets and
+ * `RELAYER_INSECURE_DEV` at a URL off this machine. `QSTASH_RETRIES` is read only by QStash too (the route's
  * check of QStash's limit, and the publisher's `Upstash-Retries`). Pub/Sub's backoffs, retention and
  * delivery attempts are read only by the check of a Pub/Sub push route
  * (`PUBSUB_AUDIENCE`). `DENO_KV_ACCESS_TOKEN` is read only with `KV_URL`
@@ -204,10 +204,11 @@ function unreadBesideLines(
     const needs =
       "which needs QSTASH_CURRENT_SIGNING_KEY and QSTASH_NEXT_SIGNING_KEY, and neither is set, so it is ignored: set both signing keys from the QStash console to take QStash's deliveries, or remove it";
     // Not "ignored": the start reads it to refuse the docs' local-run
-    // secrets at a URL off this machine, QStash or not.
+    // secrets and RELAYER_INSECURE_DEV at a URL off this machine, QStash or
+    // not.
     if (env.PUBLIC_URL && !keys) {
       lines.push(
-        "relayer: PUBLIC_URL is set, but a Cloudflare Worker uses it only for QStash's route, which needs QSTASH_CURRENT_SIGNING_KEY and QSTASH_NEXT_SIGNING_KEY, and neither is set, so it is read only to refuse the docs' local-run secrets at a URL off this machine: set both signing keys from the QStash console to take QStash's deliveries",
+        "relayer: PUBLIC_URL is set, but a Cloudflare Worker uses it only for QStash's route, which needs QSTASH_CURRENT_SIGNING_KEY and QSTASH_NEXT_SIGNING_KEY, and neither is set, so it is read only to refuse, at a URL off this machine, the docs' local-run secrets and RELAYER_INSECURE_DEV: set both signing keys from the QStash console to take QStash's deliveries",
       );
     }
     if (env.QSTASH_RETRIES && !keys) {
@@ -218,7 +219,7 @@ function unreadBesideLines(
   } else if (!keys && !env.QSTASH_TOKEN) {
     if (env.PUBLIC_URL) {
       lines.push(
-        "relayer: PUBLIC_URL is set, but the service uses it only for QStash (its route, with QSTASH_CURRENT_SIGNING_KEY and QSTASH_NEXT_SIGNING_KEY; its publisher, with QSTASH_TOKEN) and none of those is set, so it is read only to refuse the docs' local-run secrets at a URL off this machine",
+        "relayer: PUBLIC_URL is set, but the service uses it only for QStash (its route, with QSTASH_CURRENT_SIGNING_KEY and QSTASH_NEXT_SIGNING_KEY; its publisher, with QSTASH_TOKEN) and none of those is set, so it is read only to refuse, at a URL off this machine, the docs' local-run secrets and RELAYER_INSECURE_DEV",
       );
     }
     if (env.QSTASH_RETRIES) {

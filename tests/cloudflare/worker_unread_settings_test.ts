@@ -123,15 +123,19 @@ Deno.test("workerConfig() names PUBLIC_URL and QSTASH_RETRIES beside a QSTASH_TO
   const { unread } = workerConfig(qstash);
   assert.deepEqual(unread, [
     "relayer: QSTASH_TOKEN is set, but only main.ts reads it (its QStash publisher), not a Cloudflare Worker, so it is ignored: remove it from the Worker's settings",
-    "relayer: PUBLIC_URL is set, but a Cloudflare Worker uses it only for QStash's route, which needs QSTASH_CURRENT_SIGNING_KEY and QSTASH_NEXT_SIGNING_KEY, and neither is set, so it is read only to refuse the docs' local-run secrets at a URL off this machine: set both signing keys from the QStash console to take QStash's deliveries",
+    "relayer: PUBLIC_URL is set, but a Cloudflare Worker uses it only for QStash's route, which needs QSTASH_CURRENT_SIGNING_KEY and QSTASH_NEXT_SIGNING_KEY, and neither is set, so it is read only to refuse, at a URL off this machine, the docs' local-run secrets and RELAYER_INSECURE_DEV: set both signing keys from the QStash console to take QStash's deliveries",
     "relayer: QSTASH_RETRIES is set, but a Cloudflare Worker reads it only for QStash's route (its check of QStash's retries), which needs QSTASH_CURRENT_SIGNING_KEY and QSTASH_NEXT_SIGNING_KEY, and neither is set, so it is ignored: set both signing keys from the QStash console to take QStash's deliveries, or remove it",
   ]);
   // PUBLIC_URL is read all the same: a Worker reached off this machine
-  // refuses the docs' local-run secrets.
+  // refuses the docs' local-run secrets, and RELAYER_INSECURE_DEV.
   assert.throws(
     () =>
       workerConfig({ ...qstash, WEBHOOK_SECRET: "local-secret-0123456789" }),
     /reached at PUBLIC_URL, off this machine/,
+  );
+  assert.throws(
+    () => workerConfig({ ...qstash, RELAYER_INSECURE_DEV: "1" }),
+    /RELAYER_INSECURE_DEV is for local runs, and this service is reached at PUBLIC_URL, off this machine/,
   );
   // No line names QSTASH_TOKEN as read by anything in the Worker.
   for (const line of unread.slice(1)) {

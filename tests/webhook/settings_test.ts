@@ -29,13 +29,18 @@ Deno.test("unreadSettingLines() names PUBLIC_URL set where nothing reads it: no 
     WEBHOOK_SECRET: "a-webhook-secret-16",
   };
   const line =
-    "relayer: PUBLIC_URL is set, but the service uses it only for QStash (its route, with QSTASH_CURRENT_SIGNING_KEY and QSTASH_NEXT_SIGNING_KEY; its publisher, with QSTASH_TOKEN) and none of those is set, so it is read only to refuse the docs' local-run secrets at a URL off this machine";
+    "relayer: PUBLIC_URL is set, but the service uses it only for QStash (its route, with QSTASH_CURRENT_SIGNING_KEY and QSTASH_NEXT_SIGNING_KEY; its publisher, with QSTASH_TOKEN) and none of those is set, so it is read only to refuse, at a URL off this machine, the docs' local-run secrets and RELAYER_INSECURE_DEV";
   const alone = { ...base, PUBLIC_URL: "https://relayer.example.com" };
   // The service starts, and said so; PUBLIC_URL is still read to refuse the
-  // docs' local-run secrets at a URL off this machine.
+  // docs' local-run secrets and RELAYER_INSECURE_DEV at a URL off this
+  // machine.
   assert.equal(loadConfig(alone).qstash, undefined);
   assert.throws(
     () => loadConfig({ ...alone, WEBHOOK_SECRET: "local-secret-0123456789" }),
+    /this service is reached at PUBLIC_URL, off this machine/,
+  );
+  assert.throws(
+    () => loadConfig({ ...alone, RELAYER_INSECURE_DEV: "1" }),
     /this service is reached at PUBLIC_URL, off this machine/,
   );
   assert.equal(
