@@ -1711,33 +1711,24 @@ export default {
       : address.transport === "unix" || address.transport === "unixpacket"
       ? address.path
       : address.transport;
-    if (
-      readable !== undefined && address.transport === "tcp" &&
-      !onLoopback(where)
-    ) {
-      // Listening where others reach it (--host 0.0.0.0), with no
-      // PUBLIC_URL to say so: whoever read the docs signs its deliveries.
+    // Listening where others reach it (--host 0.0.0.0), with no PUBLIC_URL
+    // to say so: whoever read the docs signs its deliveries, or, in insecure
+    // dev mode, sends unsigned ones and, without OPS_TOKEN, calls the ops
+    // routes.
+    const off = address.transport === "tcp" && !onLoopback(where)
+      ? `this service listens on ${where}, off this machine`
+      : undefined;
+    const refusal = off === undefined
+      ? undefined
+      : readable !== undefined
+      ? `${readable.setting} is ${readable.readable}, and ${off}: ${readable.fix}`
+      : insecureOpen !== undefined
+      ? insecureDevRefusal(off, insecureOpen)
+      : undefined;
+    if (refusal !== undefined) {
       // The start line first, so the refusal is the last word in one log.
       flushLog?.();
-      console.error(
-        `relayer: cannot start: ${readable.setting} is ${readable.readable}, and this service listens on ${where}, off this machine: ${readable.fix}`,
-      );
-      Deno.exit(1);
-    }
-    if (
-      insecureOpen !== undefined && address.transport === "tcp" &&
-      !onLoopback(where)
-    ) {
-      // With no PUBLIC_URL to say so, as above: whoever reaches it sends
-      // unsigned deliveries and, without OPS_TOKEN, calls the ops routes.
-      console.error(
-        `relayer: cannot start: ${
-          insecureDevRefusal(
-            `this service listens on ${where}, off this machine`,
-            insecureOpen,
-          )
-        }`,
-      );
+      console.error(`relayer: cannot start: ${refusal}`);
       Deno.exit(1);
     }
     if (announce === undefined) return;

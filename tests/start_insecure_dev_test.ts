@@ -62,3 +62,33 @@ Deno.test(
     }
   }),
 );
+
+Deno.test(
+  "main.ts refused on 0.0.0.0 for RELAYER_INSECURE_DEV writes its start line before the refusal, where both streams go to one log",
+  timeout(60_000, async () => {
+    const dir = await Deno.makeTempDir({ prefix: "relayer_insecure_" });
+    try {
+      const refused = startMain({
+        SENDER_URL: "http://127.0.0.1:9/",
+        RELAYER_INSECURE_DEV: "1",
+        KV_PATH: `${dir}/relayer.kv`,
+      }, {
+        writeDir: dir,
+        flags: ["--host", "0.0.0.0"],
+        drop: ["--host", "127.0.0.1"],
+        // One pipe for both, as a platform's log takes them.
+        via: ["sh", "-c", 'exec "$0" "$@" 2>&1'],
+      });
+      const { code, stdout } = await refused.ended();
+      assert.equal(code, 1, stdout);
+      const started = stdout.indexOf("relayer: at most ");
+      const refusal = stdout.indexOf(
+        "relayer: cannot start: RELAYER_INSECURE_DEV",
+      );
+      assert.ok(started >= 0 && refusal >= 0, stdout);
+      assert.ok(started < refusal, stdout);
+    } finally {
+      await Deno.remove(dir, { recursive: true });
+    }
+  }),
+);
