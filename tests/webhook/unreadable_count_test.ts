@@ -192,3 +192,41 @@ Deno.test("POST /v1/qstash and POST /v1/pubsub log a count they cannot read, at 
     "relayer POST /v1/pubsub: deliveryAttempt 1.5 is not a count; the delivery was counted here (#3)",
   ]);
 });
+
+Deno.test("POST /v1/pubsub's line for a count it cannot read strips every control character and line separator in it, and marks it cut only where it was", async () => {
+  const lines: string[] = [];
+  let t = NOW;
+  const { app } = await makeApp({
+    intents: [settling],
+    deps: {
+      log: (line) => lines.push(line),
+      now: () => t,
+      policy: { maxDeliveries: 10 },
+    },
+  });
+  const said = async (attempt: unknown) => {
+    const res = await app.request("/v1/pubsub", await pubsub(attempt));
+    assert.equal(res.status, 503, await res.clone().text());
+    await res.body?.cancel();
+    t += 60_000;
+    return lines.filter((line) => / is not a count; /.test(line)).at(-1);
+  };
+  // DEL, C1 (NEL, CSI) and the Unicode separators, which JSON.stringify
+  // leaves as they are, as well as C0; more than one of them.
+  assert.equal(
+    await said("1\u20282\u20293\u00854\u009b5\u007f6\u00077\n8"),
+    'relayer POST /v1/pubsub: deliveryAttempt "12345678" is not a count; the delivery was counted here (#1)',
+  );
+  assert.equal(
+    await said("x".repeat(20)),
+    `relayer POST /v1/pubsub: deliveryAttempt "${
+      "x".repeat(20)
+    }" is not a count; the delivery was counted here (#2)`,
+  );
+  assert.equal(
+    await said("x".repeat(21)),
+    `relayer POST /v1/pubsub: deliveryAttempt "${
+      "x".repeat(20)
+    }"… is not a count; the delivery was counted here (#3)`,
+  );
+});
