@@ -772,3 +772,38 @@ Deno.test("POST /v1/qstash/failed keeps a source message that is not a job as a 
   assert.equal(kept.deliveries, 6);
   assert.equal((await memory.getIntent("pi_0002"))?.state, "authorized");
 });
+
+Deno.test("POST /v1/deliveries: a bridge's give-up without a count it can read takes the count of its message's deliveries, which the store kept by its id", async () => {
+  // The job's deliveries came under the message's id with no count of
+  // their own, so the store counted them by that id, not the job's.
+  for (
+    const gaveUp of [{ messageId: "m-1" }, {
+      deliveries: "5",
+      messageId: "m-1",
+    }]
+  ) {
+    const what = JSON.stringify(gaveUp);
+    const { app, store } = await makeApp({ intents: [settling] });
+    for (const n of [1, 2]) {
+      const res = await app.request(
+        "/v1/deliveries",
+        await genericRequest(JSON.stringify({ job, messageId: "m-1" }), {
+          timeS: NOW / 1000 - n,
+        }),
+      );
+      assert.equal(res.status, 503, `${what}: ${await res.clone().text()}`);
+      assert.equal((await res.json()).delivery, n, what);
+    }
+    const res = await app.request(
+      "/v1/deliveries",
+      await genericRequest(JSON.stringify({ job, gaveUp })),
+    );
+    assert.equal(res.status, 200, `${what}: ${await res.clone().text()}`);
+    const answer = await res.json();
+    assert.equal(answer.delivery, 2, what);
+    assert.equal(answer.reason, "the queue gave up after 2 deliveries", what);
+    const letter = await store.getDeadLetter("pi_0002/settle");
+    assert.equal(letter?.deliveries, 2, what);
+    assert.equal(letter?.cause, "exhausted", what);
+  }
+});
