@@ -62,3 +62,17 @@ Deno.test("POST /v1/pubsub says nothing of a missing dead-letter policy on a num
   await (await undeclared.request("/v1/pubsub", await push())).body?.cancel();
   assert.equal(said(lines).length, 0, lines.join("\n"));
 });
+
+Deno.test("POST /v1/pubsub takes a push numbered 0 as one without a number: it says the subscription has no dead-letter policy, and never that 0 is a count it cannot read", async () => {
+  const lines: string[] = [];
+  const { app } = await withDeadLetterRoute(
+    [{ id: "pi_0003", state: "created" }],
+    { log: (line) => lines.push(line) },
+  );
+  await (await app.request("/v1/pubsub", await push(0))).body?.cancel();
+  assert.equal(said(lines).length, 1, lines.join("\n"));
+  assert.deepEqual(
+    lines.filter((line) => / is not a count; /.test(line)),
+    [],
+  );
+});
