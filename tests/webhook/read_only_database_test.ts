@@ -81,3 +81,34 @@ Deno.test({
     );
   }),
 });
+
+Deno.test({
+  name:
+    "/readyz says the database is read-only only while the store answers reads: once a read fails too, it says a read failed, not that writes are refused as read-only",
+  ignore: !postgresAvailable,
+  fn: onReadOnlySchema(async ({ store }) => {
+    let t = 1_000_000;
+    const app = createApp({
+      store,
+      sender: new ScriptedSender({}),
+      opsToken: OPS,
+      log: () => {},
+      now: () => t,
+    });
+    const readOnly = await app.request("/readyz");
+    assert.equal(readOnly.status, 503);
+    assert.match(
+      (await readOnly.json()).detail,
+      /^The store's write failed as the database is read-only /,
+    );
+    // The store stops answering reads: the write probe is not asked.
+    await store.close();
+    t += 60_000;
+    const down = await app.request("/readyz");
+    assert.equal(down.status, 503);
+    assert.equal(
+      (await down.json()).detail,
+      "The store did not answer a read, or refused a write (the relayer's log says why): deliveries would be answered 503 now.",
+    );
+  }),
+});
