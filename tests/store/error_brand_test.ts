@@ -76,3 +76,32 @@ Deno.test("createRelayer() answers busy, never poison, when a store of one's own
   assert.match(outcome.reason, /busy with another delivery/);
   assert.equal(await memory.getDeadLetter("pi_0001/settle"), null);
 });
+
+Deno.test("a read-only or schema-behind mark made by another copy of the package is known, on the error or three causes deep, and not four", async () => {
+  const copy = {
+    readOnly: (await import("../../store/_read_only.ts?another-copy"))
+      .readOnly,
+    schemaBehind: (await import("../../store/_schema_behind.ts?another-copy"))
+      .schemaBehind,
+  };
+  const { isReadOnly } = await import("../../store/_read_only.ts");
+  const { isSchemaBehind } = await import("../../store/_schema_behind.ts");
+  const wrapped = (error: Error, depth: number): Error =>
+    depth === 0
+      ? error
+      : wrapped(new Error("wraps", { cause: error }), depth - 1);
+  for (
+    const [mark, is] of [
+      [copy.readOnly, isReadOnly],
+      [copy.schemaBehind, isSchemaBehind],
+    ] as const
+  ) {
+    for (const depth of [0, 1, 3]) {
+      assert.equal(is(wrapped(mark(new Error("refused")), depth)), true);
+    }
+    assert.equal(is(wrapped(mark(new Error("refused")), 4)), false);
+  }
+  // Each mark is its own.
+  assert.equal(isReadOnly(copy.schemaBehind(new Error("behind"))), false);
+  assert.equal(isSchemaBehind(copy.readOnly(new Error("read-only"))), false);
+});
