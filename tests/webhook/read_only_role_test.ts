@@ -228,3 +228,54 @@ Deno.test({
     assert.equal(tries.at(-1), "written", tries.join(", "));
   }),
 });
+
+Deno.test({
+  name:
+    "/readyz on a role a DBA set read-only, then writable but refused the store's writes otherwise, no longer says the database is read-only",
+  ignore: !postgresAvailable,
+  fn: onReadOnlyRole(1, async ({ sql, schema, reset }) => {
+    let t = NOW;
+    const app = createApp({
+      store: new PostgresStore(sql, { schema }),
+      sender: new ScriptedSender({}),
+      opsToken: OPS,
+      log: () => {},
+      now: () => t,
+    });
+    const detail = async () => {
+      t += 60_000;
+      const res = await app.request("/readyz");
+      assert.equal(res.status, 503);
+      return (await res.json()).detail;
+    };
+    assert.equal(
+      await detail(),
+      `The store's write failed ${READ_ONLY}: deliveries would be answered 503 now. ${WRITABLE}.`,
+    );
+    // Writable again, but the role may no longer write the counts.
+    await reset();
+    const admin = await connect(1);
+    try {
+      await admin.unsafe(
+        `REVOKE INSERT, UPDATE ON "${schema}".counters FROM "r_${schema}"`,
+      );
+    } finally {
+      await admin.end({ timeout: 1 });
+    }
+    // The session that refused the write as read-only was closed: the
+    // next is writable, and refuses the write for want of a grant.
+    const details: string[] = [];
+    for (
+      let i = 0;
+      i < 3 && !/did not answer/.test(details.at(-1) ?? "");
+      i++
+    ) {
+      details.push(await detail());
+    }
+    assert.equal(
+      details.at(-1),
+      "The store did not answer a read, or refused a write (the relayer's log says why): deliveries would be answered 503 now.",
+      details.join("\n"),
+    );
+  }),
+});
