@@ -9,6 +9,8 @@
  */
 
 import assert from "node:assert/strict";
+import { isNotWritten } from "../../store/_not_written.ts";
+import { isReadOnly } from "../../store/_read_only.ts";
 import {
   onReadOnlySchema,
   postgresAvailable,
@@ -22,7 +24,7 @@ serverUpFirst();
 
 Deno.test({
   name:
-    "PostgresStore's writes on a read-only database fail with nothing written, and say so, never as the server's bare PostgresError",
+    "PostgresStore's writes on a read-only database fail with nothing written, say so and are marked so, never as the server's bare PostgresError",
   ignore: !postgresAvailable,
   fn: onReadOnlySchema(async ({ store, writable }) => {
     // Set up through a writable client, on the same schema.
@@ -110,6 +112,11 @@ Deno.test({
         assert.equal(error.name, "Error", `${name}: ${error.name}`);
         assert.match(error.message, READ_ONLY, name);
         assert.equal((error.cause as { code?: unknown })?.code, "25006");
+        // Marked so: the relayer takes a send's record refused so as one
+        // that failed ("its record failed", the write-ahead kept), not one
+        // that may have landed; the routes name the read-only database.
+        assert.equal(isNotWritten(error), true, name);
+        assert.equal(isReadOnly(error), true, name);
         return true;
       }, name);
     }
