@@ -12,6 +12,7 @@ import assert from "node:assert/strict";
 import { isNotWritten } from "../../store/_not_written.ts";
 import { isReadOnly } from "../../store/_read_only.ts";
 import {
+  onFreshSchema,
   onReadOnlySchema,
   postgresAvailable,
   serverUpFirst,
@@ -127,5 +128,28 @@ Deno.test({
     assert.equal((await writable.getIntent("pi_4"))?.hold, null);
     assert.deepEqual(await writable.getDeadLetter("pi_1/settle"), letter);
     assert.equal(await writable.getDeadLetter("pi_2/settle"), null);
+  }),
+});
+
+Deno.test({
+  name:
+    "PostgresStore keeps the session of a write the database refused for another cause than read-only: only a read-only refusal closes it",
+  ignore: !postgresAvailable,
+  fn: onFreshSchema({ max: 1 }, async ({ admin, schema, sql, store }) => {
+    await admin.unsafe(
+      `ALTER TABLE "${schema}".intents ADD CONSTRAINT refused CHECK (id <> 'pi_9')`,
+    );
+    const session = async () =>
+      (await sql`SELECT pg_backend_pid() AS pid`)[0]!.pid as number;
+    const before = await session();
+    for (const id of ["pi_9", "pi_9"]) {
+      await assert.rejects(
+        store.createIntent({ id }),
+        (error: Error) =>
+          (error as { code?: unknown }).code === "23514" && !isReadOnly(error),
+      );
+    }
+    await store.createIntent({ id: "pi_1" });
+    assert.equal(await session(), before);
   }),
 });
