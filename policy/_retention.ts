@@ -28,6 +28,13 @@ export const DEFAULT_QUEUE_CLOCK_SKEW_MS = 5_000;
 export const DEFAULT_QUEUE_ACK_DEADLINE_MS = 10_000;
 
 /**
+ * How long a Pub/Sub subscription keeps a message unless set: 7 days
+ * (`message_retention_duration`'s default). Counted where the service is
+ * not told the retention and no dead-letter policy gives up first.
+ */
+export const PUBSUB_DEFAULT_RETENTION_MS = 604_800_000;
+
+/**
  * The longest a delivery (or a give-up) is answered busy behind another
  * delivery's lease (one killed mid-send holds it): `leaseMs` + 2 ×
  * `clockSkewMs`, 30000 and 5000 when absent, the relayer's defaults.

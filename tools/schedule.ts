@@ -19,7 +19,8 @@
  * `--queue`, the schedule is the one that queue really gives: its own
  * limit, and its own delays where it ignores ours (Pub/Sub); it
  * exits 1 as well when the queue gives up before the policy's last
- * delivery, or (Pub/Sub, `--message-retention`) when a message may expire
+ * delivery, or (Pub/Sub, `--message-retention`, else Pub/Sub's default of
+ * 7 days where there is no dead-letter policy) when a message may expire
  * before its job is resolved, as `checkQueue` and the service's start
  * check count it, or (Cloudflare, `--message-retention` or
  * `--dlq-message-retention`) when `createQueueHandler` would refuse the
@@ -42,6 +43,7 @@ import {
   DEFAULT_QUEUE_ACK_DEADLINE_MS,
   DEFAULT_QUEUE_CLOCK_SKEW_MS,
   DEFAULT_QUEUE_LEASE_MS,
+  PUBSUB_DEFAULT_RETENTION_MS,
   retentionEnoughMs,
   retentionFits,
   retentionNeedMs,
@@ -1015,8 +1017,10 @@ Flags (defaults are the library's):
     --max-backoff D             pubsub: the retry policy's maximum (10m)
     --message-retention D       pubsub: the subscription's message retention,
                                 PUBSUB_MESSAGE_RETENTION, 10m to 744h (none:
-                                not checked); with no dead-letter policy
-                                giving up first, it must exceed
+                                Pub/Sub's default, 168h, without a dead-letter
+                                policy; not checked with one); with no
+                                dead-letter policy giving up first, it must
+                                exceed
                                 max-deliveries × (ack deadline + max backoff)
                                 + lease + 2 × clock skew, as the service checks
       --sender-timeout D        the service's SENDER_TIMEOUT (10s): each push
@@ -1026,7 +1030,8 @@ Flags (defaults are the library's):
                                 longer (the service does not know it)
       --lease D                 the service's LEASE (30s; at least twice
                                 --sender-timeout)
-                                (these three only with --message-retention)
+                                (these three only where a retention is
+                                counted: given, or with no dead-letter policy)
     --max-retries N             cloudflare: the consumer's max_retries (3)
     --message-retention D       cloudflare: the jobs queue's message retention,
                                 CLOUDFLARE_MESSAGE_RETENTION, whole seconds
@@ -1260,19 +1265,24 @@ function queueFrom(
   };
   // A Pub/Sub message retention and what is counted against it, read as
   // the service reads PUBSUB_MESSAGE_RETENTION, SENDER_TIMEOUT and LEASE.
-  const retention = () => {
+  // Unset with no dead-letter policy (`attempts`), Pub/Sub's default, 7
+  // days, as the service's start check counts it: a dead-letter policy
+  // gives up within it, and the service checks no retention then.
+  const retention = (attempts: number | undefined) => {
     const retentionText = raw["--message-retention"];
-    if (retentionText === undefined) {
+    if (retentionText === undefined && attempts !== undefined) {
       const alone = WITH_RETENTION.find((flag) => raw[flag] !== undefined);
       if (alone !== undefined) {
         throw new UsageError(
-          `${alone} is counted only against a message retention: give --message-retention too (unset, the service checks no retention)`,
+          `${alone} is counted only against a message retention: give --message-retention too (unset, with a dead-letter policy, the service checks no retention)`,
         );
       }
       return {};
     }
     const env = serviceEnv();
-    const retentionMs = asService(() => pubsubRetention(env))!;
+    const retentionMs = retentionText === undefined
+      ? PUBSUB_DEFAULT_RETENTION_MS
+      : asService(() => pubsubRetention(env))!;
     const timeoutMs = asService(() => senderTimeout(env));
     const leaseMs = asService(() => lease(env, timeoutMs));
     // The service counts each push as long as it may take to answer one; a
@@ -1320,7 +1330,7 @@ function queueFrom(
         ...(attempts === undefined ? {} : { maxDeliveryAttempts: attempts }),
         minBackoffMs,
         maxBackoffMs,
-        ...retention(),
+        ...retention(attempts),
       };
     }
     case "cloudflare": {

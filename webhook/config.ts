@@ -57,6 +57,7 @@ import {
 import {
   busyWaitMs,
   deadLetterEndMs,
+  PUBSUB_DEFAULT_RETENTION_MS,
   retentionEnoughMs,
   retentionNeedMs,
   retentionShort,
@@ -1733,12 +1734,6 @@ function backoffIn(
 
 /** The longest acknowledgement deadline Pub/Sub allows (600 s), which is also a push's request timeout. */
 const MAX_ACK_DEADLINE_MS = 600_000;
-
-/**
- * How long a Pub/Sub subscription keeps a message unless set: 7 days
- * (`message_retention_duration`'s default).
- */
-const PUBSUB_DEFAULT_RETENTION_MS = 604_800_000;
 
 /**
  * The ack deadline a retention is checked with: {@linkcode pubsubAckDeadline}

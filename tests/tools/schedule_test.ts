@@ -771,10 +771,16 @@ Deno.test("parseFlags() reads --queue and its own flags, with the queues' defaul
     kind: "qstash",
     retries: 5,
   });
+  // No dead-letter policy: Pub/Sub's default retention, 7 days, counted
+  // with the service's SENDER_TIMEOUT, LEASE and CLOCK_SKEW.
   assert.deepEqual(read(["--queue", "pubsub"]), {
     kind: "pubsub",
     minBackoffMs: 10_000,
     maxBackoffMs: 600_000,
+    retentionMs: 604_800_000,
+    ackDeadlineMs: 25_000,
+    leaseMs: 30_000,
+    clockSkewMs: 5_000,
   });
   assert.deepEqual(
     read([
@@ -1269,18 +1275,18 @@ Deno.test("parseFlags() refuses a bad retention, ack deadline, SENDER_TIMEOUT or
       null,
     ],
     [
-      ["--lease", "1m"],
-      "--lease is counted only against a message retention: give --message-retention too (unset, the service checks no retention)",
+      ["--max-delivery-attempts=20", "--lease", "1m"],
+      "--lease is counted only against a message retention: give --message-retention too (unset, with a dead-letter policy, the service checks no retention)",
       null,
     ],
     [
-      ["--ack-deadline", "1m"],
-      "--ack-deadline is counted only against a message retention: give --message-retention too (unset, the service checks no retention)",
+      ["--max-delivery-attempts=20", "--ack-deadline", "1m"],
+      "--ack-deadline is counted only against a message retention: give --message-retention too (unset, with a dead-letter policy, the service checks no retention)",
       null,
     ],
     [
-      ["--sender-timeout", "5s"],
-      "--sender-timeout is counted only against a message retention: give --message-retention too (unset, the service checks no retention)",
+      ["--max-delivery-attempts=20", "--sender-timeout", "5s"],
+      "--sender-timeout is counted only against a message retention: give --message-retention too (unset, with a dead-letter policy, the service checks no retention)",
       null,
     ],
     [
@@ -1508,7 +1514,7 @@ Deno.test("tools/schedule.ts --help names the retention flags and the settings t
       /--sender-timeout D +the service's SENDER_TIMEOUT \(10s\)/,
       /--ack-deadline D +the subscription's ack deadline, 10s to 10m/,
       /--lease D +the service's LEASE \(30s; at least twice/,
-      /\(these three only with --message-retention\)/,
+      /\(these three only where a retention is\n +counted: given, or with no dead-letter policy\)/,
       /--message-retention D +cloudflare: the jobs queue's message retention,\n +CLOUDFLARE_MESSAGE_RETENTION, whole seconds\n +from 1m to 336h/,
       /--dlq-message-retention D +cloudflare: the dead-letter queue's,\n +CLOUDFLARE_DLQ_MESSAGE_RETENTION/,
     ]
