@@ -13,17 +13,10 @@
 import assert from "node:assert/strict";
 import { startPostgres } from "../../support/postgres_server.ts";
 import { testCertificates } from "../../support/test_tls.ts";
-import { postgresAvailable, suitesAvailable } from "../_postgres.ts";
+import { tlsSuitesAvailable } from "../_tls_postgres.ts";
 import { timeout } from "../_timeout.ts";
 
-const tlsAvailable: boolean = postgresAvailable &&
-  suitesAvailable(
-    await new Deno.Command("openssl", { args: ["version"], stdout: "null" })
-      .output().then(() => true, () => false),
-    "the PostgreSQL TLS tests",
-    "no openssl on the PATH",
-    "apt-get install openssl",
-  );
+const tlsAvailable = await tlsSuitesAvailable("the PostgreSQL TLS tests");
 
 // Whether this machine listens on the IPv6 loopback (not where IPv6 is
 // off), asked of a process of its own: this one may not listen there.
