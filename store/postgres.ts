@@ -2019,13 +2019,15 @@ export class PostgresStore implements Store {
    * asked again, once more than the pool has connections (each keeps one
    * goodbye at most, and is open once it handed it on). An answer with no
    * statement completed is not the query's (see `noneCompleted`): the
-   * connection was lost under it. A query whose connection ended before
-   * or while it was sent (see `endedUnder`), or whose answer was so, is
-   * asked once more, on a connection opened anew: it writes nothing (none
-   * of these runs inside a transaction), and the server's end of an idle
+   * connection was lost under it: asked once more. A query whose
+   * connection ended before or while it was sent (see `endedUnder`) is
+   * asked again, up to once for each connection of the pool, so that the
+   * last goes on a connection opened anew: it writes nothing (none of
+   * these runs inside a transaction), and the server's end of an idle
    * connection (`pg_terminate_backend`, `idle_session_timeout`, a
-   * restarted pooler, a failover) is met by the next query sent on it.
-   * Lost again, it fails as it did. `ofWrite`: the read of a write, none of
+   * restarted pooler, a failover, which ends them all) is met by the next
+   * query sent on it, one query each. Lost more often than that, it fails
+   * as it did. `ofWrite`: the read of a write, none of
    * whose statements is sent before it answers, so one unanswered in time
    * is marked as nothing written.
    */
@@ -2042,7 +2044,10 @@ export class PostgresStore implements Store {
     let gaveUp = false;
     let stale = 0;
     let loginRefused = false;
-    let lostAsked = false;
+    // Reads asked again as their connection ended under them (see
+    // `endedUnder`), and whether one was as its answer came back empty.
+    let lost = 0;
+    let emptyAsked = false;
     const asks = (Number(this.#sql.options?.max) || 1) + 1;
     const watched = (async () => {
       for (let asked = 1;; asked++) {
@@ -2114,16 +2119,19 @@ export class PostgresStore implements Store {
             neverResent(query);
             continue;
           }
-          if (!lostAsked && !gaveUp && !this.#closed && endedUnder(error)) {
-            // Its connection ended under it: asked once more (see above).
-            lostAsked = true;
+          if (
+            lost < asks - 1 && !gaveUp && !this.#closed && endedUnder(error)
+          ) {
+            // Its connection ended under it: asked again (see above).
+            lost++;
             query = ask();
             neverResent(query);
             continue;
           }
           if (
             // A goodbye's asks are not spent on a lost connection's.
-            gaveUp || this.#closed || asked >= asks + (lostAsked ? 1 : 0) ||
+            gaveUp || this.#closed ||
+            asked >= asks + lost + (emptyAsked ? 1 : 0) ||
             !goodbyeBeforeSent(error)
           ) {
             throw unmigrated(
@@ -2140,9 +2148,10 @@ export class PostgresStore implements Store {
           continue;
         }
         if (noneCompleted(answer)) {
-          if (lostAsked || gaveUp || this.#closed) throw emptyRead(what);
-          // Its connection was lost under it: asked once more, as above.
-          lostAsked = true;
+          if (emptyAsked || gaveUp || this.#closed) throw emptyRead(what);
+          // Its connection was lost under it, and opened anew for the
+          // bytes it left (see `noneCompleted`): asked once more.
+          emptyAsked = true;
           query = ask();
           neverResent(query);
           continue;
@@ -3925,8 +3934,9 @@ function socketLost(error: unknown): boolean {
  * was sent, or while it ran: the server's end of the session
  * (`pg_terminate_backend`, `idle_session_timeout`, a restart, a pooler's),
  * met as a reset (`ECONNRESET`, `EPIPE`) or a close (`CONNECTION_CLOSED`;
- * a server's goodbye on Deno comes so). Asking the read once more on a
- * connection opened anew answers it. Not a socket that timed out
+ * a server's goodbye on Deno comes so). Asking the read again answers
+ * it, once it reaches a connection opened anew: each ended connection
+ * of the pool fails one read at most, then opens anew. Not a socket that timed out
  * (`ETIMEDOUT`: a partition, which a connection opened anew would meet as
  * well), nor the client's own end of a connection (`CONNECTION_DESTROYED`:
  * the store's, past its bound or closing a session, or `sql.end()`'s

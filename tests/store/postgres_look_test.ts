@@ -2,8 +2,10 @@
  * A delivery whose look (its first read of the intent, before anything is
  * written) the database fails, on a real server: `statement_timeout`
  * cutting a read held up by a table lock (57014), the server ending the
- * connection under it (57P01, a restart or failover) and again under the
- * look the store asks once more, or no connection for the role (53300). That is the store failing, not the job: nothing is
+ * connection under it (57P01, a restart or failover) and again under each
+ * look the store asks again, more times than its pool has connections, or
+ * no connection for the role (53300). That is the store failing, not the
+ * job: nothing is
  * decided, whatever the delivery's number, and the webhook answers 503
  * (with `Retry-After` once the store takes a write again). Counted as the
  * job's failure, the last delivery of a queue that brings its own number
@@ -121,7 +123,7 @@ const FAILURES: readonly Failure[] = [
   },
   {
     name:
-      "the server ended its connection under it twice (57P01, a restart or failover)",
+      "the server ended its connection under it 3 times, more than its pool of 2 has connections (57P01, a restart or failover)",
     // postgres.js on Deno reports the server's FATAL as the socket's end.
     pattern:
       /terminating connection due to administrator command|socket has been ended by the other party|ECONNRESET/,
@@ -137,17 +139,19 @@ const FAILURES: readonly Failure[] = [
         async during(read) {
           try {
             return await underTableLock(admin, schema, read, async () => {
-              const pid = await waitingOnLock(admin, NAME, "the look");
+              let pid = await waitingOnLock(admin, NAME, "the look");
               await admin`SELECT pg_terminate_backend(${pid})`;
-              // The store asks the look once more, on a connection opened
-              // anew: ended there too.
-              const again = await waitingOnLock(
-                admin,
-                NAME,
-                "the look asked again",
-                pid,
-              );
-              await admin`SELECT pg_terminate_backend(${again})`;
+              // The store asks the look again, once for each connection
+              // of the pool: ended there too, each time.
+              for (let n = 0; n < 2; n++) {
+                pid = await waitingOnLock(
+                  admin,
+                  NAME,
+                  "the look asked again",
+                  pid,
+                );
+                await admin`SELECT pg_terminate_backend(${pid})`;
+              }
             });
           } finally {
             // The blip is over: the client has connected again.
