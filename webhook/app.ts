@@ -102,6 +102,7 @@ import {
 } from "./_auth.ts";
 import { oncePer, stepBackPace } from "./_step_back.ts";
 import { deliveriesText } from "../policy/_count.ts";
+import { qstashDefaultRetries } from "../policy/_qstash_callback.ts";
 import { writeAheadsSeen } from "./_write_aheads.ts";
 import { problem } from "./_problem.ts";
 import { topLevelFields } from "./_json_head.ts";
@@ -3225,8 +3226,13 @@ export function createApp(deps: AppDeps): WebhookApp {
       `QStash gave up on ${jobIdOf(job)} allowing ${
         deliveriesText(limit)
       }, fewer than MAX_DELIVERIES (${max}): the message's retries (its Upstash-Retries, capped by your plan) are fewer than the policy's deliveries, ${reviewTooSoon}. Publish jobs with Upstash-Retries of at least ${
-        max - 1
-      } (QSTASH_RETRIES, on a plan whose cap allows it), or lower MAX_DELIVERIES`,
+        // The least QSTASH_RETRIES the start check takes: MAX_DELIVERIES −
+        // 1, or more where the failure callback must outlast a busy
+        // give-up (only when this is logged).
+        qstashDefaultRetries(max, {
+          leaseMs: relayer.leaseMs,
+          clockSkewMs: relayer.clockSkewMs,
+        })} (QSTASH_RETRIES, on a plan whose cap allows it), or lower MAX_DELIVERIES`,
   );
   const pubsubGaveUpEarly = earlyGiveUpLog(
     "POST /v1/pubsub/dead-letter",

@@ -20,6 +20,7 @@ import {
   withDeadLetterRoute,
 } from "./_app.ts";
 import { failedRequest, QSTASH } from "./_signing.ts";
+import { loadConfig } from "../../webhook/config.ts";
 
 const job = { intentId: "pi_0001", kind: "settle" } as const;
 /** Sent a moment ago, its receipt not in: a give-up sends it to review. */
@@ -173,5 +174,39 @@ Deno.test("a give-up before MAX_DELIVERIES is logged at most once a minute per r
   assert.deepEqual(
     early(lines).map((line) => line.slice(0, line.indexOf(":"))),
     ["relayer POST /v1/qstash/failed", "relayer POST /v1/deliveries"],
+  );
+});
+
+Deno.test("POST /v1/qstash/failed names the Upstash-Retries the service takes as QSTASH_RETRIES: with MAX_DELIVERIES 2, 2 (one retry of the failure callback cannot outlast a busy give-up), not 1", async () => {
+  const lines: string[] = [];
+  const { app } = await withDeadLetterRoute([settling], {
+    log: (line: string) => lines.push(line),
+    policy: { maxDeliveries: 2 },
+  });
+  const res = await app.request("/v1/qstash/failed", await callback(0, 0));
+  assert.equal(res.status, 200, await res.text());
+  const [line] = early(lines);
+  assert.match(
+    line ?? "",
+    /allowing 1 delivery, fewer than MAX_DELIVERIES \(2\): .* Publish jobs with Upstash-Retries of at least 2 \(QSTASH_RETRIES/,
+    lines.join("\n"),
+  );
+  // The service refuses 1 and takes 2.
+  const env = {
+    SENDER_URL: "http://127.0.0.1:9000",
+    QSTASH_CURRENT_SIGNING_KEY: QSTASH.currentSigningKey,
+    QSTASH_NEXT_SIGNING_KEY: QSTASH.nextSigningKey,
+    PUBLIC_URL: "https://relayer.example.test",
+    MAX_DELIVERIES: "2",
+    STUCK_AFTER: "0s",
+    CLOCK_SKEW: "0",
+  };
+  assert.throws(
+    () => loadConfig({ ...env, QSTASH_RETRIES: "1" }),
+    /Set QSTASH_RETRIES to at least 2/,
+  );
+  assert.equal(
+    loadConfig({ ...env, QSTASH_RETRIES: "2" }).queues.qstash.retries,
+    2,
   );
 });
