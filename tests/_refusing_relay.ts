@@ -5,7 +5,9 @@
  * taking connections in a failover or a restart. It can also reset the
  * connections opened through it (an RST: the client's socket fails with
  * `ECONNRESET`, then closes), as a peer or a middlebox that dropped the
- * connection's state does.
+ * connection's state does. Or drop them all at once without a word to the
+ * client: each meets an RST on its next write only, as a server host gone
+ * in a failover answers the connections it had.
  *
  * @module
  */
@@ -21,6 +23,12 @@ export interface RefusingRelay {
   refuse(): void;
   /** Resets every connection opened through it so far (an RST to the client). */
   reset(): void;
+  /**
+   * Drops every connection opened through it so far: the server's side
+   * ends, and the client's hears nothing until it writes, then gets an
+   * RST. Connections opened after pass as ever.
+   */
+  drop(): void;
   /** Ends every connection opened through the relay, and the listener. */
   close(): void;
 }
@@ -29,9 +37,11 @@ export interface RefusingRelay {
 export async function refusingRelay(target: string): Promise<RefusingRelay> {
   const to = new URL(target);
   const sockets: net.Socket[] = [];
+  let pairs: [net.Socket, net.Socket][] = [];
   const relay = net.createServer((client) => {
     const upstream = net.connect(Number(to.port), to.hostname);
     sockets.push(client, upstream);
+    pairs.push([client, upstream]);
     client.on("error", () => {});
     upstream.on("error", () => {});
     client.pipe(upstream);
@@ -49,6 +59,17 @@ export async function refusingRelay(target: string): Promise<RefusingRelay> {
         else socket.destroy();
       }
       sockets.length = 0;
+      pairs = [];
+    },
+    drop() {
+      for (const [client, upstream] of pairs) {
+        client.unpipe(upstream);
+        upstream.unpipe(client);
+        upstream.destroy();
+        client.on("data", () => client.resetAndDestroy());
+        client.resume();
+      }
+      pairs = [];
     },
     close() {
       if (relay.listening) relay.close();
