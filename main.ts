@@ -1227,7 +1227,13 @@ export async function openService(
       : undefined,
     // Without a token the ops routes answer 503, unless dev mode opens them.
     config.opsToken
-      ? "ops"
+      ? config.opsTokenNext === config.opsToken
+        // The rotation's last step half done: one token, no rotation.
+        ? "ops (OPS_TOKEN_NEXT equals OPS_TOKEN: a rotation over, unset it)"
+        : config.opsTokenNext
+        // Said, so that a rotation left half done shows.
+        ? "ops (two tokens: OPS_TOKEN_NEXT, a rotation under way)"
+        : "ops"
       : config.insecureDev
       ? undefined
       : "ops closed (no OPS_TOKEN)",

@@ -59,7 +59,7 @@ const cases: {
     good: { store, sender, leaseMs: 30_000, opsToken: "t".repeat(32) },
     typo: "opsTokn",
     names:
-      "store, sender, policy, now, random, leaseMs, clockSkewMs, qstash, pubsub, pubsubDeadLetter, webhookSecret, webhookSecretNext, opsToken, insecureDev, maxBodyBytes, bodyTimeoutMs, log, enqueue, redriveTo, monotonicNow",
+      "store, sender, policy, now, random, leaseMs, clockSkewMs, qstash, pubsub, pubsubDeadLetter, webhookSecret, webhookSecretNext, opsToken, opsTokenNext, insecureDev, maxBodyBytes, bodyTimeoutMs, log, enqueue, redriveTo, monotonicNow",
   },
   {
     name: "KvStore",

@@ -111,3 +111,19 @@ Deno.test("openService()'s start line says a rotation is under way only while WE
     /; routes: deliveries \(WEBHOOK_SECRET_NEXT equals WEBHOOK_SECRET: a rotation over, unset it\), ops$/,
   );
 });
+
+Deno.test("openService()'s start line says an ops token rotation is under way only while OPS_TOKEN_NEXT differs from OPS_TOKEN, and names one equal to it as left to unset", async () => {
+  const secret = "start-line-secret-0123456789";
+  assert.match(
+    await startLine({
+      WEBHOOK_SECRET: secret,
+      OPS_TOKEN_NEXT: "start-line-ops-next-4567",
+    }),
+    /; routes: deliveries, ops \(two tokens: OPS_TOKEN_NEXT, a rotation under way\)$/,
+  );
+  // The rotation's last step half done: one token, so no rotation runs.
+  assert.match(
+    await startLine({ WEBHOOK_SECRET: secret, OPS_TOKEN_NEXT: BASE.OPS_TOKEN }),
+    /; routes: deliveries, ops \(OPS_TOKEN_NEXT equals OPS_TOKEN: a rotation over, unset it\)$/,
+  );
+});

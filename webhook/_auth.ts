@@ -487,6 +487,7 @@ export function readableSetting(settings: {
   readonly webhookSecret?: string;
   readonly webhookSecretNext?: string;
   readonly opsToken?: string;
+  readonly opsTokenNext?: string;
   readonly qstash?: {
     readonly currentSigningKey: string;
     readonly nextSigningKey: string;
@@ -496,6 +497,7 @@ export function readableSetting(settings: {
     WEBHOOK_SECRET: settings.webhookSecret,
     WEBHOOK_SECRET_NEXT: settings.webhookSecretNext,
     OPS_TOKEN: settings.opsToken,
+    OPS_TOKEN_NEXT: settings.opsTokenNext,
   });
   if (secret !== undefined) {
     return {

@@ -42,6 +42,7 @@ export const SETTINGS: ReadonlySet<string> = new Set([
   "MAX_BODY_BYTES",
   "MAX_DELIVERIES",
   "OPS_TOKEN",
+  "OPS_TOKEN_NEXT",
   "PUBLIC_URL",
   "PUBSUB_AUDIENCE",
   "PUBSUB_DEAD_LETTER_AUDIENCE",
@@ -388,7 +389,7 @@ export interface WorkerConfig {
    * is no place for I/O. Its handlers may be its class's methods (`new
    * Worker()`); a class itself (a `WorkerEntrypoint`) is refused with a
    * `TypeError`. With a secret anyone can read (the docs' local-run
-   * `WEBHOOK_SECRET`, `WEBHOOK_SECRET_NEXT` or `OPS_TOKEN`, or a local
+   * `WEBHOOK_SECRET`, `WEBHOOK_SECRET_NEXT`, `OPS_TOKEN` or `OPS_TOKEN_NEXT`, or a local
    * QStash's published signing key), `fetch` serves requests to a loopback
    * host only (`wrangler dev`): once one comes to another host, as every
    * request on Cloudflare does, it logs a line naming the setting and
@@ -475,10 +476,12 @@ export function workerConfig(
   // Unread here, but QStash's console shows it: it must not open the
   // Worker's ops routes either.
   const qstashToken = (env as Record<string, unknown>).QSTASH_TOKEN;
-  refuseReusedOpsToken(config.opsToken, [[
+  const qstash = [[
     "QSTASH_TOKEN",
     qstashToken === undefined ? undefined : String(qstashToken),
-  ]]);
+  ]] as const;
+  refuseReusedOpsToken(config.opsToken, qstash);
+  refuseReusedOpsToken(config.opsTokenNext, qstash, "OPS_TOKEN_NEXT");
   // Read as text, as loadConfig reads them: a [vars] value may be a number.
   const text: Record<string, string> = {};
   for (const name of SETTINGS) {

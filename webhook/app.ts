@@ -218,6 +218,12 @@ export interface AppDeps extends RelayerOptions {
   /** The bearer token of the ops routes, 16 characters or more of printable ASCII (no space at either end); without it they are refused. */
   readonly opsToken?: string;
   /**
+   * A second bearer token the ops routes take while the clients move to it
+   * (a rotation): a call with either is let through, both compared in
+   * constant time. Only with `opsToken`, and by the same rules.
+   */
+  readonly opsTokenNext?: string;
+  /**
    * Accept unauthenticated requests on routes whose keys are not set. For
    * local development only; never in production.
    *
@@ -351,6 +357,7 @@ const APP_OPTIONS: readonly string[] = [
       webhookSecret: true,
       webhookSecretNext: true,
       opsToken: true,
+      opsTokenNext: true,
       insecureDev: true,
       maxBodyBytes: true,
       bodyTimeoutMs: true,
@@ -1474,6 +1481,83 @@ function messageNote(
 }
 
 /**
+ * Refuses an ops token (`option`: `opsToken` or `opsTokenNext`, the
+ * service's `setting`) that is no string, empty, short, not what a header
+ * carries, or one of `deps`' signing secrets. Names the option, never the
+ * value.
+ */
+function checkOpsToken(
+  token: string | undefined,
+  option: "opsToken" | "opsTokenNext",
+  setting: "OPS_TOKEN" | "OPS_TOKEN_NEXT",
+  deps: AppDeps,
+): void {
+  if (token !== undefined && typeof token !== "string") {
+    // By its type alone: a token is never shown.
+    throw new TypeError(
+      `Cannot create app as '${option}' must be a string: current value is ${
+        token === null
+          ? "null"
+          : `a${typeof token === "object" ? "n" : ""} ${typeof token}`
+      }. Set it to a long random secret, or leave it out to keep the ops routes closed`,
+    );
+  }
+  if (token === "") {
+    // An empty token would let "Bearer " through.
+    throw new TypeError(
+      `Cannot create app as '${option}' is empty: set it to a long random secret, or leave it out to keep the ops routes closed`,
+    );
+  }
+  if (token !== undefined && token.length < MIN_SECRET) {
+    throw new TypeError(
+      `Cannot create app as '${option}' is ${token.length} characters long: use a random token of at least ${MIN_SECRET} (the service's ${setting} has the same rule)`,
+    );
+  }
+  // A header loses the spaces and line breaks at its ends and carries
+  // bytes: such a token (one read from a file with its line break) would
+  // match no call, and every ops call would be refused.
+  if (
+    token !== undefined &&
+    !/^[\x21-\x7e](?:[\x20-\x7e]*[\x21-\x7e])?$/.test(token)
+  ) {
+    // Never echoed, not even in part.
+    throw new TypeError(
+      `Cannot create app as '${option}' is not what an Authorization header carries: it starts or ends with a space or line break, or holds a character outside printable ASCII, so every ops call would be refused. Set it as clients send it (the service's ${setting} takes A-Z a-z 0-9 - . _ ~ + / and = at the end)`,
+    );
+  }
+  const reused = token === undefined ? undefined : ([
+    ["webhookSecret", deps.webhookSecret],
+    ["webhookSecretNext", deps.webhookSecretNext],
+    ["qstash.currentSigningKey", deps.qstash?.currentSigningKey],
+    ["qstash.nextSigningKey", deps.qstash?.nextSigningKey],
+  ] as const).find(([, secret]) => secret === token)?.[0];
+  if (reused !== undefined) {
+    // The bearer token opens the routes that resolve payments: a bridge
+    // holding the HMAC secret, or whoever reads QStash's console, must not.
+    throw new TypeError(
+      `Cannot create app as '${option}' is '${reused}': whoever holds a signing secret would also hold the ops routes, which resolve payments and redrive jobs. Give them a token of their own (the service's ${setting} has the same rule)`,
+    );
+  }
+}
+
+/**
+ * Whether `token` is `current` or, while a rotation is under way, `next`:
+ * both compared in constant time, whatever the first gave, so the time
+ * taken says nothing of which one, if any, it is. With one token, one
+ * comparison, as before.
+ */
+function opsTokenMatches(
+  token: string,
+  current: string,
+  next: string | undefined,
+): boolean {
+  const isCurrent = timingSafeEqual(token, current);
+  if (next === undefined) return isCurrent;
+  const isNext = timingSafeEqual(token, next);
+  return isCurrent || isNext;
+}
+
+/**
  * Builds the webhook: delivery routes for QStash, Pub/Sub and a generic
  * HMAC-signed route, ops routes, and `/healthz`. Every answer is JSON (a
  * `application/problem+json` for errors, RFC 9457), except Pub/Sub's 204.
@@ -1491,14 +1575,15 @@ function messageNote(
  * `bodyTimeoutMs` is invalid, or `leaseMs` is under twice the `timeoutMs`
  * the Sender declares (`HttpSender` does).
  * @throws {TypeError} If a route's keys are empty, short or incomplete: a
- * `webhookSecret` or `opsToken` empty or under 16 characters (the
- * service's rule), an `opsToken` no header can carry (a space or line
+ * `webhookSecret`, `opsToken` or `opsTokenNext` empty or under 16
+ * characters (the service's rule), an ops token no header can carry (a space or line
  * break at an end, a character outside printable ASCII), a QStash
  * signing key empty or under 16 characters, or a local QStash's published
  * key (which anyone can sign with) for a `url` off this machine, a QStash
  * `url` that is not an http(s) URL, `pubsub` without its
  * `serviceAccount` or `audience`, `pubsubDeadLetter` with `pubsub`'s
- * audience, or an `opsToken` equal to a signing secret; or if
+ * audience, an ops token equal to a signing secret, or `opsTokenNext`
+ * without `opsToken`; or if
  * `insecureDev` is not a boolean.
  *
  * @example Deliver a signed job on the generic route
@@ -1663,51 +1748,12 @@ export function createApp(deps: AppDeps): WebhookApp {
       "Cannot create app as 'pubsubDeadLetter.audience' is 'pubsub.audience': a token Google issues for the push subscription would also open POST /v1/pubsub/dead-letter, which poisons the job it names. Give the dead-letter push subscription its own audience (its push endpoint's URL, such as https://relayer.example.com/v1/pubsub/dead-letter)",
     );
   }
-  const { webhookSecret, opsToken } = deps;
-  if (opsToken !== undefined && typeof opsToken !== "string") {
-    // By its type alone: a token is never shown.
+  const { webhookSecret, opsToken, opsTokenNext } = deps;
+  checkOpsToken(opsToken, "opsToken", "OPS_TOKEN", deps);
+  checkOpsToken(opsTokenNext, "opsTokenNext", "OPS_TOKEN_NEXT", deps);
+  if (opsToken === undefined && opsTokenNext !== undefined) {
     throw new TypeError(
-      `Cannot create app as 'opsToken' must be a string: current value is ${
-        opsToken === null
-          ? "null"
-          : `a${typeof opsToken === "object" ? "n" : ""} ${typeof opsToken}`
-      }. Set it to a long random secret, or leave it out to keep the ops routes closed`,
-    );
-  }
-  if (opsToken === "") {
-    // An empty token would let "Bearer " through.
-    throw new TypeError(
-      "Cannot create app as 'opsToken' is empty: set it to a long random secret, or leave it out to keep the ops routes closed",
-    );
-  }
-  if (opsToken !== undefined && opsToken.length < MIN_SECRET) {
-    throw new TypeError(
-      `Cannot create app as 'opsToken' is ${opsToken.length} characters long: use a random token of at least ${MIN_SECRET} (the service's OPS_TOKEN has the same rule)`,
-    );
-  }
-  // A header loses the spaces and line breaks at its ends and carries
-  // bytes: such a token (one read from a file with its line break) would
-  // match no call, and every ops call would be refused.
-  if (
-    opsToken !== undefined &&
-    !/^[\x21-\x7e](?:[\x20-\x7e]*[\x21-\x7e])?$/.test(opsToken)
-  ) {
-    // Never echoed, not even in part.
-    throw new TypeError(
-      "Cannot create app as 'opsToken' is not what an Authorization header carries: it starts or ends with a space or line break, or holds a character outside printable ASCII, so every ops call would be refused. Set it as clients send it (the service's OPS_TOKEN takes A-Z a-z 0-9 - . _ ~ + / and = at the end)",
-    );
-  }
-  const reused = opsToken === undefined ? undefined : ([
-    ["webhookSecret", webhookSecret],
-    ["webhookSecretNext", deps.webhookSecretNext],
-    ["qstash.currentSigningKey", deps.qstash?.currentSigningKey],
-    ["qstash.nextSigningKey", deps.qstash?.nextSigningKey],
-  ] as const).find(([, secret]) => secret === opsToken)?.[0];
-  if (reused !== undefined) {
-    // The bearer token opens the routes that resolve payments: a bridge
-    // holding the HMAC secret, or whoever reads QStash's console, must not.
-    throw new TypeError(
-      `Cannot create app as 'opsToken' is '${reused}': whoever holds a signing secret would also hold the ops routes, which resolve payments and redrive jobs. Give them a token of their own (the service's OPS_TOKEN has the same rule)`,
+      "Cannot create app as 'opsTokenNext' is set without 'opsToken': set the token the clients send now as opsToken, and the one they move to as opsTokenNext",
     );
   }
   if (webhookSecret === undefined && deps.webhookSecretNext !== undefined) {
@@ -1777,7 +1823,9 @@ export function createApp(deps: AppDeps): WebhookApp {
     // The scheme is case-insensitive (RFC 9110 §11.1): "bearer" is Bearer.
     const header = c.req.header("authorization") ?? "";
     const token = /^Bearer +(.*)$/i.exec(header)?.[1];
-    if (token === undefined || !timingSafeEqual(token, opsToken)) {
+    if (
+      token === undefined || !opsTokenMatches(token, opsToken, opsTokenNext)
+    ) {
       throw unauthorized(
         "Send the ops token as 'Authorization: Bearer <OPS_TOKEN>'.",
       );

@@ -16,6 +16,7 @@
  * | `WEBHOOK_SECRET` | the HMAC secret of `POST /v1/deliveries` (16+ characters, no space or line break at either end; not the docs' local-run value on Deno Deploy, with a `PUBLIC_URL` off this machine, or where `main.ts` listens off loopback) |
  * | `WEBHOOK_SECRET_NEXT` | optional: a second secret the route also takes while the senders move to it (a rotation; the docs' local-run value refused as `WEBHOOK_SECRET`'s) |
  * | `OPS_TOKEN` | the bearer token of the ops routes (16+ characters), not equal to any signing secret or `QSTASH_TOKEN`, nor the docs' local-run value on Deno Deploy, with a `PUBLIC_URL` off this machine, or where `main.ts` listens off loopback |
+ * | `OPS_TOKEN_NEXT` | optional: a second token the ops routes also take while the clients move to it (a rotation; only with `OPS_TOKEN`, by its rules) |
  * | `SENDER_URL` | the signer service (`POST /send`, `GET /receipt/:txHash`) |
  * | `SENDER_TIMEOUT` | optional: how long a signer call may take (default `10s`; a duration, as the policy's below) |
  * | `KV_PATH` / `KV_URL` | a SQLite file (default `./data/relayer.kv`; refused on Deno Deploy, where it would be each isolate's own) or a KV Connect URL |
@@ -169,6 +170,8 @@ export interface Config {
   readonly webhookSecretNext?: string;
   /** The ops routes' bearer token. */
   readonly opsToken?: string;
+  /** The token the ops routes also take during a rotation. */
+  readonly opsTokenNext?: string;
   /** The signer service. */
   readonly sender: { url: string; timeoutMs: number };
   /** Where the Deno KV database is: a path, a KV Connect URL, or the platform's default. */
@@ -337,21 +340,23 @@ function secret(
  * );
  * ```
  *
- * @param opsToken `OPS_TOKEN`, if set.
+ * @param opsToken `OPS_TOKEN` (or `OPS_TOKEN_NEXT`, as `name`), if set.
  * @param others Each other secret's name and value.
+ * @param name The setting `opsToken` is.
  * @throws {ConfigError} If `opsToken` equals one of them.
  */
 export function refuseReusedOpsToken(
   opsToken: string | undefined,
   others: readonly (readonly [string, string | undefined])[],
+  name: "OPS_TOKEN" | "OPS_TOKEN_NEXT" = "OPS_TOKEN",
 ): void {
   const reused = others.find(([, value]) =>
     opsToken !== undefined && value === opsToken
   );
   if (reused === undefined) return;
   throw new ConfigError(
-    "OPS_TOKEN",
-    `OPS_TOKEN must differ from ${
+    name,
+    `${name} must differ from ${
       reused[0]
     }: whoever holds a signing secret or QStash's token (a bridge, QStash's console) would also hold the ops routes, which resolve payments and redrive jobs. Generate a token of its own, such as with: openssl rand -base64 32`,
   );
@@ -1338,6 +1343,15 @@ export function loadConfig(
     ["QSTASH_TOKEN", qstashToken],
   ] as const;
   refuseReusedOpsToken(opsToken, signing);
+  bearerToken(env, "OPS_TOKEN_NEXT", true);
+  const opsTokenNext = secret(env, "OPS_TOKEN_NEXT");
+  if (opsTokenNext !== undefined && opsToken === undefined) {
+    throw new ConfigError(
+      "OPS_TOKEN_NEXT",
+      "OPS_TOKEN_NEXT is set without OPS_TOKEN: set the token the clients send now as OPS_TOKEN, and the one they move to as OPS_TOKEN_NEXT",
+    );
+  }
+  refuseReusedOpsToken(opsTokenNext, signing, "OPS_TOKEN_NEXT");
   // Copied from the docs' local run to a service others reach: whoever
   // read the docs signs its deliveries and holds its ops routes.
   // RELAYER_INSECURE_DEV is refused by the same rule (below).
@@ -1350,6 +1364,7 @@ export function loadConfig(
     WEBHOOK_SECRET: webhookSecret,
     WEBHOOK_SECRET_NEXT: webhookSecretNext,
     OPS_TOKEN: opsToken,
+    OPS_TOKEN_NEXT: opsTokenNext,
   });
   if (copied !== undefined) {
     throw new ConfigError(
@@ -1550,6 +1565,7 @@ export function loadConfig(
     ...(webhookSecret !== undefined ? { webhookSecret } : {}),
     ...(webhookSecretNext !== undefined ? { webhookSecretNext } : {}),
     ...(opsToken !== undefined ? { opsToken } : {}),
+    ...(opsTokenNext !== undefined ? { opsTokenNext } : {}),
     sender: { url: senderUrl, timeoutMs },
     kv,
     kvQueue,
@@ -2347,6 +2363,7 @@ export function routeOptions(
       ? { webhookSecretNext: config.webhookSecretNext }
       : {}),
     ...(config.opsToken ? { opsToken: config.opsToken } : {}),
+    ...(config.opsTokenNext ? { opsTokenNext: config.opsTokenNext } : {}),
     insecureDev: config.insecureDev,
     maxBodyBytes: config.maxBodyBytes,
     bodyTimeoutMs: config.bodyTimeoutMs,
@@ -2413,6 +2430,7 @@ export type RouteOptions = Pick<
   | "webhookSecret"
   | "webhookSecretNext"
   | "opsToken"
+  | "opsTokenNext"
   | "insecureDev"
   | "maxBodyBytes"
   | "bodyTimeoutMs"
