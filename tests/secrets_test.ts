@@ -24,6 +24,7 @@ const SECRETS = {
   WEBHOOK_SECRET: "webhook-secret-AAAA-1111",
   WEBHOOK_SECRET_NEXT: "webhook-next-EEEE-5555",
   OPS_TOKEN: "ops-token-BBBB-2222-xyz",
+  OPS_TOKEN_NEXT: "ops-next-FFFF-6666-xyz",
   QSTASH_CURRENT_SIGNING_KEY: "sig_current_CCCC_3333",
   QSTASH_NEXT_SIGNING_KEY: "sig_next_DDDD_4444_zz",
 };
@@ -53,7 +54,7 @@ Deno.test(
     logs.push(service.description);
     assert.match(
       service.description,
-      /routes: .*deliveries \(two secrets: WEBHOOK_SECRET_NEXT, a rotation under way\)/,
+      /routes: .*deliveries \(two secrets: WEBHOOK_SECRET_NEXT, a rotation under way\), ops \(two tokens: OPS_TOKEN_NEXT, a rotation under way\)/,
     );
     const answers: string[] = [];
     const ask = async (path: string, init: RequestInit = {}) => {
@@ -132,6 +133,13 @@ Deno.test(
       await ask("/v1/intents/pi_1", {
         headers: { authorization: "Bearer wrong" },
       });
+      // The next token, then one a character off it.
+      await ask("/v1/intents/pi_1", {
+        headers: { authorization: `Bearer ${SECRETS.OPS_TOKEN_NEXT}` },
+      });
+      await ask("/v1/intents/pi_1", {
+        headers: { authorization: `Bearer ${SECRETS.OPS_TOKEN_NEXT}z` },
+      });
       await ask("/v1/dead-letters", { headers: ops });
       await ask("/v1/pubsub", { method: "POST", body: "{}" });
       // Pub/Sub: another account's token, then an authenticated message
@@ -159,7 +167,7 @@ Deno.test(
       service.close();
       await Deno.remove(dir, { recursive: true });
     }
-    assert.equal(answers.length, 21);
+    assert.equal(answers.length, 23);
     assert.ok(
       logs.some((l) => l.includes("pubsub/m-1/unreadable")),
       "the unreadable message was logged",
