@@ -1492,6 +1492,9 @@ function checkOpsToken(
   setting: "OPS_TOKEN" | "OPS_TOKEN_NEXT",
   deps: AppDeps,
 ): void {
+  const unset = option === "opsToken"
+    ? "to keep the ops routes closed"
+    : "while no rotation is under way";
   if (token !== undefined && typeof token !== "string") {
     // By its type alone: a token is never shown.
     throw new TypeError(
@@ -1499,13 +1502,13 @@ function checkOpsToken(
         token === null
           ? "null"
           : `a${typeof token === "object" ? "n" : ""} ${typeof token}`
-      }. Set it to a long random secret, or leave it out to keep the ops routes closed`,
+      }. Set it to a long random secret, or leave it out ${unset}`,
     );
   }
   if (token === "") {
     // An empty token would let "Bearer " through.
     throw new TypeError(
-      `Cannot create app as '${option}' is empty: set it to a long random secret, or leave it out to keep the ops routes closed`,
+      `Cannot create app as '${option}' is empty: set it to a long random secret, or leave it out ${unset}`,
     );
   }
   if (token !== undefined && token.length < MIN_SECRET) {
@@ -1576,8 +1579,8 @@ function opsTokenMatches(
  * the Sender declares (`HttpSender` does).
  * @throws {TypeError} If a route's keys are empty, short or incomplete: a
  * `webhookSecret`, `opsToken` or `opsTokenNext` empty or under 16
- * characters (the service's rule), an ops token no header can carry (a space or line
- * break at an end, a character outside printable ASCII), a QStash
+ * characters (the service's rule), an ops token no header can carry (a
+ * space or line break at an end, a character outside printable ASCII), a QStash
  * signing key empty or under 16 characters, or a local QStash's published
  * key (which anyone can sign with) for a `url` off this machine, a QStash
  * `url` that is not an http(s) URL, `pubsub` without its

@@ -89,7 +89,7 @@ Deno.test("createApp refuses an opsTokenNext without opsToken, or one opsToken's
       ],
       [
         { opsToken: ENV.OPS_TOKEN, opsTokenNext: "" },
-        /'opsTokenNext' is empty/,
+        /'opsTokenNext' is empty: set it to a long random secret, or leave it out while no rotation is under way$/,
       ],
       [
         { opsToken: ENV.OPS_TOKEN, opsTokenNext: "fifteen-chars-x" },
