@@ -127,3 +127,34 @@ Deno.test("openService()'s start line says an ops token rotation is under way on
     /; routes: deliveries, ops \(OPS_TOKEN_NEXT equals OPS_TOKEN: a rotation over, unset it\)$/,
   );
 });
+
+Deno.test("openService()'s start line in insecure dev mode names as open each route whose keys are not set, and no route whose keys are", async () => {
+  const { OPS_TOKEN: _ops, ...noOps } = BASE;
+  const cases: [Record<string, string>, Record<string, string>, string][] = [
+    [
+      BASE,
+      { WEBHOOK_SECRET: "start-line-secret-0123456789" },
+      "/v1/qstash and /v1/qstash/failed, /v1/pubsub, /v1/pubsub/dead-letter",
+    ],
+    [
+      noOps,
+      { WEBHOOK_SECRET: "start-line-secret-0123456789" },
+      "/v1/qstash and /v1/qstash/failed, /v1/pubsub, /v1/pubsub/dead-letter, the ops routes",
+    ],
+    [
+      BASE,
+      // Taken on this machine only.
+      { ...QSTASH, PUBLIC_URL: "http://localhost:8000" },
+      "/v1/pubsub, /v1/pubsub/dead-letter, /v1/deliveries",
+    ],
+  ];
+  for (const [base, env, open] of cases) {
+    const line = await startLine({ ...env, RELAYER_INSECURE_DEV: "1" }, base);
+    assert.ok(
+      line.includes(
+        `INSECURE DEV MODE (unsigned requests accepted on ${open})`,
+      ),
+      line,
+    );
+  }
+});
