@@ -210,3 +210,18 @@ Deno.test("POST /v1/qstash/failed names the Upstash-Retries the service takes as
     2,
   );
 });
+
+Deno.test("a give-up at MAX_DELIVERIES spends none of the once a minute: one before MAX_DELIVERIES after it, on the same route, is logged", async () => {
+  const { app, lines } = await service();
+  for (const [deliveries, id] of [[3, "m-1"], [4, "m-2"], [2, "m-3"]]) {
+    const body = JSON.stringify({ job, gaveUp: { deliveries, messageId: id } });
+    const res = await app.request("/v1/deliveries", await genericRequest(body));
+    assert.equal(res.status, 200, await res.text());
+  }
+  assert.deepEqual(
+    early(lines).map((line) => line.slice(0, line.indexOf(" (gaveUp"))),
+    [
+      "relayer POST /v1/deliveries: a bridge's queue gave up on pi_0001/settle after 2 deliveries",
+    ],
+  );
+});
