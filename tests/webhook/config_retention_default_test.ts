@@ -71,3 +71,38 @@ Deno.test("loadConfig() takes, with PUBSUB_MESSAGE_RETENTION unset, a MAX_DELIVE
     undefined,
   );
 });
+
+Deno.test("loadConfig() counts LEASE and CLOCK_SKEW against Pub/Sub's default retention, as against one set: 967 pushes fit 7 days with 425 s over, which a busy last delivery's wait of more takes", () => {
+  const settings = { ...env, MAX_DELIVERIES: "967" };
+  // 967 × (25s + 10m) = 604 375 s of 604 800: the default wait (LEASE 30s
+  // + 2 × CLOCK_SKEW 5s) fits.
+  assert.doesNotThrow(() => loadConfig(settings));
+  for (
+    const [extra, wait] of [
+      [{ LEASE: "7m" }, "7m10s"],
+      [{ CLOCK_SKEW: "3m30s" }, "7m30s"],
+    ] as const
+  ) {
+    // The same with the retention set to the default: refused alike.
+    assert.throws(
+      () =>
+        loadConfig({ ...settings, ...extra, PUBSUB_MESSAGE_RETENTION: "168h" }),
+      /: PUBSUB_MESSAGE_RETENTION is 168h0m0s, /,
+      JSON.stringify(extra),
+    );
+    assert.throws(
+      () => loadConfig({ ...settings, ...extra }),
+      (error: unknown) => {
+        assert.ok(error instanceof ConfigError, String(error));
+        assert.equal(error.setting, "PUBSUB_MESSAGE_RETENTION");
+        assert.match(
+          error.message,
+          /^PUBSUB_MESSAGE_RETENTION is unset, so the subscription's is counted as Pub\/Sub's default, 168h0m0s, /,
+        );
+        assert.ok(error.message.includes(wait), `${wait}: ${error.message}`);
+        return true;
+      },
+      JSON.stringify(extra),
+    );
+  }
+});
