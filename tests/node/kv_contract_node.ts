@@ -12,7 +12,6 @@
  */
 
 import assert from "node:assert/strict";
-import { spawn, spawnSync } from "node:child_process";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -26,6 +25,7 @@ import { kvClosedTests } from "../store/_kv_closed.ts";
 import { kvSharedFileTests } from "../store/_kv_shared_file.ts";
 import { assertReadNothing } from "../webhook/_closed_store_routes.ts";
 import { runner } from "./_runner.ts";
+import { lockedBy, sqliteLocker } from "./_sqlite_lock.ts";
 
 const { test } = await runner();
 storeContract("KvStore on Node (@deno/kv)", async () => {
@@ -103,65 +103,7 @@ kvSharedFileTests(
   6,
 );
 
-/**
- * What holds a write transaction open on a SQLite file from another
- * program, as a backup tool or `sqlite3` would: this Node's `node:sqlite`
- * (Node 22 and later), else the `sqlite3` command; `undefined` where
- * there is neither (Node 20 without `sqlite3`).
- */
-function sqliteLocker(): { command: string; args: string[] } | undefined {
-  const script = `const { DatabaseSync } = require("node:sqlite");
-const db = new DatabaseSync(process.env.LOCKED_FILE);
-db.exec("BEGIN IMMEDIATE; UPDATE kv SET v = v");
-console.log("locked");
-process.stdin.on("data", () => {});
-process.stdin.on("end", () => { db.exec("ROLLBACK"); db.close(); });`;
-  const ran = (command: string, args: string[]) =>
-    spawnSync(command, args, { stdio: "ignore" }).status === 0;
-  if (ran(process.execPath, ["-e", 'require("node:sqlite")'])) {
-    return { command: process.execPath, args: ["-e", script] };
-  }
-  return ran("sqlite3", ["-version"])
-    ? { command: "sqlite3", args: [] }
-    : undefined;
-}
-
 const locker = sqliteLocker();
-
-/** Holds the file at `path` locked until `release()` rolls back. */
-async function lockedBy(
-  path: string,
-): Promise<{ release(): Promise<void> }> {
-  const { command, args } = locker!;
-  const child = spawn(command, [...args, ...(args.length ? [] : [path])], {
-    env: { ...process.env, LOCKED_FILE: path },
-    stdio: ["pipe", "pipe", "inherit"],
-  });
-  if (args.length === 0) {
-    child.stdin.write(
-      "BEGIN IMMEDIATE; UPDATE kv SET v = v; SELECT 'locked';\n",
-    );
-  }
-  await new Promise<void>((resolve, reject) => {
-    let said = "";
-    child.stdout.on("data", (chunk) => {
-      said += chunk;
-      if (said.includes("locked")) resolve();
-    });
-    child.on(
-      "exit",
-      () => reject(new Error(`the locking process ended first: ${said}`)),
-    );
-  });
-  return {
-    release: () =>
-      new Promise<void>((resolve) => {
-        child.removeAllListeners("exit");
-        child.on("exit", () => resolve());
-        child.stdin.end(args.length === 0 ? "ROLLBACK;\n" : undefined);
-      }),
-  };
-}
 
 // About 6 s: @deno/kv's own wait for the lock (5 s), then the store's
 // last try; nothing shorter meets the refusal a caller gets.
@@ -177,7 +119,7 @@ test({
     const store = new KvStore(kv);
     await store.createIntent({ id: "pi_0001", state: "created", hold: null });
     const intent = { id: "pi_0002", state: "created", hold: null } as const;
-    const lock = await lockedBy(path);
+    const lock = await lockedBy(path, locker!);
     try {
       await assert.rejects(store.createIntent(intent), (error) => {
         assert.equal(String(error), "Error: database is locked");
