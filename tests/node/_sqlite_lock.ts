@@ -41,38 +41,93 @@ process.stdin.on("end", () => { db.exec("ROLLBACK"); db.close(); });`;
     : undefined;
 }
 
-/** Holds the file at `path` locked with `locker` until `release()` rolls back. */
+/** How long {@linkcode lockedBy} waits on its holder. */
+export interface LockBounds {
+  /** For the holder to say it holds the lock. @default 10_000 */
+  readonly readyMs?: number;
+  /** For it to end once its stdin ended, before it is killed. @default 5_000 */
+  readonly releaseMs?: number;
+}
+
+/**
+ * Holds the file at `path` locked with `locker` until `release()` rolls
+ * back. Every wait is bounded, so the holder cannot hold a test: one that
+ * does not say it holds the lock within `readyMs` is killed and refused,
+ * and `release()` kills one still running `releaseMs` after its stdin
+ * ended (it returns at once for one that already ended).
+ *
+ * @throws {Error} If the holder ended, failed to start or stayed silent
+ * before it said it held the lock.
+ */
 export async function lockedBy(
   path: string,
   locker: Locker,
+  { readyMs = 10_000, releaseMs = 5_000 }: LockBounds = {},
 ): Promise<{ release(): Promise<void> }> {
   const { command, args } = locker;
   const child = spawn(command, [...args, ...(args.length ? [] : [path])], {
     env: { ...process.env, LOCKED_FILE: path },
     stdio: ["pipe", "pipe", "inherit"],
   });
+  const ended = new Promise<void>((resolve) => {
+    child.once("close", () => resolve());
+    // A program that did not start closes too; its error is said below.
+    child.once("error", () => resolve());
+  });
+  const done = () => child.exitCode !== null || child.signalCode !== null;
+  /** Kills the holder unless it ended, and waits until it has. */
+  const end = async (graceMs: number) => {
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    const late = new Promise<void>((resolve) => {
+      timer = setTimeout(resolve, graceMs);
+    });
+    await Promise.race([ended, late]);
+    clearTimeout(timer);
+    if (!done()) child.kill("SIGKILL");
+    await ended;
+  };
+  // Its stdin may be closed under a write once it ended: that is said by its exit.
+  child.stdin.on("error", () => {});
   if (args.length === 0) {
     child.stdin.write(
       "BEGIN IMMEDIATE; UPDATE kv SET v = v; SELECT 'locked';\n",
     );
   }
-  await new Promise<void>((resolve, reject) => {
-    let said = "";
-    child.stdout.on("data", (chunk) => {
-      said += chunk;
-      if (said.includes("locked")) resolve();
+  let said = "";
+  let failed: Error | undefined;
+  child.once("error", (error) => failed = error);
+  child.stdout.on("data", (chunk) => said += chunk);
+  const ready = await new Promise<"locked" | "ended" | "silent">((resolve) => {
+    const timer = setTimeout(() => resolve("silent"), readyMs);
+    child.stdout.on("data", () => {
+      if (said.includes("locked")) {
+        clearTimeout(timer);
+        resolve("locked");
+      }
     });
-    child.on(
-      "exit",
-      () => reject(new Error(`the locking process ended first: ${said}`)),
-    );
+    void ended.then(() => {
+      clearTimeout(timer);
+      resolve(said.includes("locked") ? "locked" : "ended");
+    });
   });
+  if (ready !== "locked") {
+    await end(0);
+    throw new Error(
+      ready === "silent"
+        ? `the locking program (${
+          command.split("/").pop()
+        }) did not say it held the lock within ${readyMs}ms: it was ended`
+        : `the locking program (${command.split("/").pop()}) ended first: ${
+          failed?.message ?? said
+        }`,
+    );
+  }
   return {
-    release: () =>
-      new Promise<void>((resolve) => {
-        child.removeAllListeners("exit");
-        child.on("exit", () => resolve());
+    release: async () => {
+      if (!done()) {
         child.stdin.end(args.length === 0 ? "ROLLBACK;\n" : undefined);
-      }),
+      }
+      await end(releaseMs);
+    },
   };
 }
