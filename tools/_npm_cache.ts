@@ -165,8 +165,8 @@ export interface RunOptions {
  * @param args Its arguments.
  * @param options Where, with what, for how long; see {@linkcode RunOptions}.
  * @returns Its exit code and its output, stdout then stderr.
- * @throws {CheckError} If the program is missing, or runs past its deadline
- * (it is stopped first).
+ * @throws {CheckError} If the program is missing; a {@linkcode RunStopped}
+ * if it runs past its deadline (it is stopped first), with its output.
  */
 export async function run(
   command: string,
@@ -232,7 +232,7 @@ export async function run(
   if (controller.signal.aborted) {
     const whatToDo = options.ifSlow ??
       "run it again; if it stops again, run it by hand to see where it hangs";
-    throw new CheckError(
+    throw new RunStopped(
       cpuUsedMs !== undefined
         ? `${label} used ${formatDuration(cpuUsedMs)} of CPU time, past its ${
           formatDuration(cpuTimeoutMs!)
@@ -240,6 +240,9 @@ export async function run(
         : `${label} did not finish within ${
           formatDuration(timeoutMs)
         } and was stopped${await loadSaid()}: ${whatToDo}`,
+      inherit
+        ? ""
+        : decoder.decode(result.stdout) + decoder.decode(result.stderr),
     );
   }
   return {
@@ -248,6 +251,21 @@ export async function run(
       ? ""
       : decoder.decode(result.stdout) + decoder.decode(result.stderr),
   };
+}
+
+/**
+ * A program {@linkcode run} stopped at its deadline (wall time or CPU
+ * time), with what it printed until then: where it was when it stopped.
+ */
+export class RunStopped extends CheckError {
+  /**
+   * @param message What was stopped and why, then what to do, on one line.
+   * @param out What it printed before it was stopped, stdout then stderr
+   * (`""` when its output was not collected).
+   */
+  constructor(message: string, readonly out: string) {
+    super(message);
+  }
 }
 
 /** How often {@linkcode run} reads the CPU time of a program it bounds so. */

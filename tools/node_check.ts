@@ -26,8 +26,12 @@
  * real PostgreSQL server it starts once for every Node (Debian's
  * `postgresql` binaries; where they are missing it says so, and under
  * `CI=true` it fails), and `answeredSocketOption`'s socket on Node's own
- * streams against that server (`tools/_postgres_socket_probe.ts`). Its last line says on which Nodes it passed, and
- * what it skipped.
+ * streams against that server (`tools/_postgres_socket_probe.ts`). A test
+ * of the store contract suites that runs past 60 s fails by its name, and
+ * each `node --test` run past its deadline (3 minutes) is stopped and
+ * fails, naming the last test that finished, with what it printed: a hang
+ * fails the check instead of holding CI. Its last line says on which Nodes
+ * it passed, and what it skipped.
  *
  * `deno task node-check`; exits non-zero if anything fails or Node is missing.
  *
@@ -39,9 +43,11 @@ import { CheckError, ROOT, runMain } from "./_check.ts";
 import {
   bundle,
   cachedVersion,
+  CHECK_TIMEOUT_MS,
   npmInstall,
   requireNode,
   run,
+  RunStopped,
 } from "./_npm_cache.ts";
 import {
   NODE_MAJOR,
@@ -53,7 +59,7 @@ import { resendProbe } from "./_resend_probe.ts";
 import { socketProbe } from "./_postgres_socket_probe.ts";
 
 /** A Node.js the check runs the suites under. */
-interface Node {
+export interface Node {
   /** What `node --version` prints (`"v24.22.3"`). */
   readonly version: string;
   /** The program: `"node"` (the one on PATH) or the cached binary's path. */
@@ -65,7 +71,10 @@ interface Node {
 }
 
 /**
- * Runs `node --test` under `node` and prints its summary.
+ * Runs `node --test` under `node` and prints its summary. A run past its
+ * deadline is stopped and fails, naming the tests that finished last and
+ * any a test's own timeout ended, with what it printed: a test that hangs
+ * fails the check by its name instead of holding it until CI gives up.
  *
  * @param node The Node to run it under.
  * @param title What the summary line starts with; `{node}` stands for
@@ -73,39 +82,75 @@ interface Node {
  * @param file The test file.
  * @param cwd Where Node runs.
  * @param env Environment variables added to this process's.
+ * @param timeoutMs How long the run may take. @default CHECK_TIMEOUT_MS
  * @returns Whether it passed.
- * @throws {CheckError} If it runs past its deadline.
  */
-async function nodeTest(
+export async function nodeTest(
   node: Node,
   title: string,
   file: string,
   cwd: string,
   env: Record<string, string> = {},
+  timeoutMs: number = CHECK_TIMEOUT_MS,
 ): Promise<boolean> {
-  const { code, out } = await run(node.command, [
-    "--test",
-    "--test-reporter=spec",
-    file,
-  ], {
-    cwd,
-    env: { ...node.env, RELAYER_NODE_VERSION: node.version, ...env },
-    label: `node --test ${file.split("/").pop()} (Node ${node.version})`,
-    ...(node.ifMissing === undefined ? {} : { ifMissing: node.ifMissing }),
-  });
+  const heading = title.replace("{node}", `Node ${node.version}`);
+  let ran: { code: number; out: string };
+  try {
+    ran = await run(node.command, [
+      "--test",
+      "--test-reporter=spec",
+      file,
+    ], {
+      cwd,
+      env: { ...node.env, RELAYER_NODE_VERSION: node.version, ...env },
+      label: `node --test ${file.split("/").pop()} (Node ${node.version})`,
+      timeoutMs,
+      ...(node.ifMissing === undefined ? {} : { ifMissing: node.ifMissing }),
+    });
+  } catch (error) {
+    if (!(error instanceof RunStopped)) throw error;
+    console.log(
+      `${heading}: FAILED, ${stoppedAt(error.out)}: ${error.message}`,
+    );
+    console.log(error.out);
+    return false;
+  }
+  const { code, out } = ran;
   const summary = out.split("\n").filter((line) =>
     /^ℹ (tests|pass|fail|skipped) /.test(line)
   ).map((l) => l.slice(2));
-  console.log(
-    `${title.replace("{node}", `Node ${node.version}`)}: ${summary.join(", ")}`,
-  );
+  console.log(`${heading}: ${summary.join(", ")}`);
   // Passing means tests ran: at most one may be skipped (the store
   // contract's commit-gap test, which needs a KvStore hook).
   const count = (name: string) =>
     Number(summary.find((line) => line.startsWith(`${name} `))?.split(" ")[1]);
-  const ran = count("pass") > 0 && count("skipped") <= 1;
-  if (code !== 0 || !ran) console.log(out);
-  return code === 0 && ran;
+  const passed = count("pass") > 0 && count("skipped") <= 1;
+  if (code !== 0 || !passed) console.log(out);
+  return code === 0 && passed;
+}
+
+/**
+ * Where a `node --test` run stopped at its deadline was, from its spec
+ * output: the tests a test's own timeout ended, and the last test that
+ * finished (the one after it in the file had not).
+ */
+export function stoppedAt(out: string): string {
+  const ends = out.split("\n").filter((line) => /^\s*[✔✖﹣] /.test(line));
+  const name = (line: string) =>
+    JSON.stringify(line.trim().slice(2).replace(/ \([\d.]+m?s\)( # .*)?$/, ""));
+  const timedOut = out.split("\n").flatMap((line, i, lines) =>
+    /^\s*'test timed out after \d+ms'$/.test(line) && i > 0 &&
+      /^\s*✖ /.test(lines[i - 1]!)
+      ? [name(lines[i - 1]!)]
+      : []
+  );
+  const last = ends.at(-1);
+  return [
+    ...(timedOut.length ? [`timed out: ${timedOut.join(", ")}`] : []),
+    last === undefined
+      ? "no test had finished"
+      : `the last test that finished was ${name(last)}, the next did not`,
+  ].join("; ");
 }
 
 /**

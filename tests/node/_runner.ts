@@ -31,10 +31,13 @@ interface BunTest {
 }
 
 /**
- * A contract test may hold several store calls on a real server: Bun's
- * default of 5 s per test is for unit tests (Node's runner has none).
+ * How long one test may run, on either runner: a contract test may hold
+ * several store calls on a real server (Bun's default of 5 s per test is
+ * for unit tests), and a test that never ends fails by its name instead of
+ * holding the file's run until its deadline (Node's runner has no bound
+ * of its own).
  */
-const BUN_TIMEOUT_MS = 60_000;
+export const TEST_TIMEOUT_MS = 60_000;
 
 /** `node:test`: a step is a subtest. */
 function fromNode(): Runner {
@@ -44,7 +47,7 @@ function fromNode(): Runner {
     test: ({ name, ignore }, fn) =>
       void test(
         name,
-        { skip: ignore },
+        { skip: ignore, timeout: TEST_TIMEOUT_MS },
         (t) => fn({ step: (step, body) => t.test(step, () => body()) }),
       ),
     after: (fn) => after(async () => void await fn()),
@@ -69,7 +72,7 @@ function fromBun({ test, afterAll }: BunTest): Runner {
     test: ({ name, ignore }, fn) =>
       ignore
         ? test.skip(name, () => fn(context))
-        : test(name, () => fn(context), BUN_TIMEOUT_MS),
+        : test(name, () => fn(context), TEST_TIMEOUT_MS),
     after: afterAll,
   };
 }

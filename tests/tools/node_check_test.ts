@@ -17,6 +17,8 @@ import {
   type PinnedNode,
   wrongNode,
 } from "../../support/node_version.ts";
+import { nodeTest } from "../../tools/node_check.ts";
+import { nodeVersion } from "../../support/node_version.ts";
 import { cachedStandIn, runCheck, standIn } from "./_runtime_tool.ts";
 
 /**
@@ -174,4 +176,51 @@ Deno.test("nodeBinary() names the npm package of a pin's binary for a machine, o
       .missing,
     /^npm publishes no Node 24\.22\.3 for win-x64 /,
   );
+});
+
+Deno.test({
+  name:
+    "node-check's run of a test file one of whose tests never ends is stopped at its deadline and fails, naming the last test that finished and any a test's own timeout ended",
+  ignore: Deno.build.os === "windows" || await nodeVersion() === null,
+  fn: async () => {
+    const dir = await Deno.makeTempDir({ prefix: "relayer_node_hang_" });
+    const said: string[] = [];
+    // node-check prints what it found: the test reads it.
+    // deno-lint-ignore no-console
+    const log = console.log;
+    // deno-lint-ignore no-console
+    console.log = (line: string) => void said.push(line);
+    try {
+      await Deno.writeTextFile(
+        `${dir}/hang.mjs`,
+        `import { test } from "node:test";
+test("a quick one", () => {});
+test("one with a timeout", { timeout: 100 }, () => new Promise(() => setTimeout(() => {}, 60000)));
+test("a second quick one", () => {});
+test("one that never ends", () => new Promise(() => setInterval(() => {}, 1000)));
+test("never reached", () => {});
+`,
+      );
+      const started = performance.now();
+      const passed = await nodeTest(
+        { version: "v20", command: "node", env: {} },
+        "the suite on {node}",
+        `${dir}/hang.mjs`,
+        dir,
+        {},
+        3_000,
+      );
+      assert.equal(passed, false);
+      assert.ok(performance.now() - started < 20_000);
+      assert.match(
+        said[0]!,
+        /^the suite on Node v20: FAILED, timed out: "one with a timeout"; the last test that finished was "a second quick one", the next did not: node --test hang\.mjs \(Node v20\) did not finish within 3s and was stopped/,
+      );
+      assert.match(said[1]!, /✔ a quick one/);
+    } finally {
+      // deno-lint-ignore no-console
+      console.log = log;
+      await Deno.remove(dir, { recursive: true });
+    }
+  },
 });
