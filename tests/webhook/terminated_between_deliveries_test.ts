@@ -38,6 +38,31 @@ function delivery(intentId: string, n: number): RequestInit {
 
 serverUpFirst();
 
+/**
+ * `store` migrated with three authorized intents, and an app on it whose
+ * sender sends each once and sees it confirmed; its log lines in `lines`.
+ */
+async function threeAuthorized(store: PostgresStore) {
+  await store.migrate();
+  const ids = ["pi_1", "pi_2", "pi_3"];
+  for (const id of ids) {
+    await store.createIntent({ id, state: "authorized", hold: "pending" });
+  }
+  const lines: string[] = [];
+  const app = createApp({
+    store,
+    sender: new ScriptedSender(Object.fromEntries(ids.map((id, i) => [
+      id,
+      { sends: [{ txHash: `0x${i}` }], receipts: ["confirmed"] },
+    ]))),
+    now: () => NOW,
+    random: () => 0,
+    webhookSecret: SECRET,
+    log: (line) => lines.push(line),
+  });
+  return { ids, lines, app };
+}
+
 for (const max of [1, 2]) {
   Deno.test({
     name:
@@ -59,27 +84,7 @@ for (const max of [1, 2]) {
       });
       const store = new PostgresStore(sql, { schema });
       try {
-        await store.migrate();
-        const ids = ["pi_1", "pi_2", "pi_3"];
-        for (const id of ids) {
-          await store.createIntent({
-            id,
-            state: "authorized",
-            hold: "pending",
-          });
-        }
-        const lines: string[] = [];
-        const app = createApp({
-          store,
-          sender: new ScriptedSender(Object.fromEntries(ids.map((id, i) => [
-            id,
-            { sends: [{ txHash: `0x${i}` }], receipts: ["confirmed"] },
-          ]))),
-          now: () => NOW,
-          random: () => 0,
-          webhookSecret: SECRET,
-          log: (line) => lines.push(line),
-        });
+        const { ids, lines, app } = await threeAuthorized(store);
         const outcomes: string[] = [];
         let seen = closes;
         for (const id of ids) {
@@ -150,27 +155,7 @@ for (const max of [1, 4]) {
         });
         const store = new PostgresStore(sql, { schema });
         try {
-          await store.migrate();
-          const ids = ["pi_1", "pi_2", "pi_3"];
-          for (const id of ids) {
-            await store.createIntent({
-              id,
-              state: "authorized",
-              hold: "pending",
-            });
-          }
-          const lines: string[] = [];
-          const app = createApp({
-            store,
-            sender: new ScriptedSender(Object.fromEntries(ids.map((id, i) => [
-              id,
-              { sends: [{ txHash: `0x${i}` }], receipts: ["confirmed"] },
-            ]))),
-            now: () => NOW,
-            random: () => 0,
-            webhookSecret: SECRET,
-            log: (line) => lines.push(line),
-          });
+          const { ids, lines, app } = await threeAuthorized(store);
           const outcomes: string[] = [];
           for (const id of ids) {
             const sent = await app.request("/v1/deliveries", delivery(id, 1));
