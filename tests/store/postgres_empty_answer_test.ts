@@ -348,6 +348,32 @@ for (const { read, intent, skip, then } of GIVE_UP_READS) {
   });
 }
 
+/**
+ * The seeded intents in `schema` (no dead letters), an app over a relayer
+ * on `client` whose look at an intent answers empty `times` in a row, and
+ * its answer to a signed last delivery (3) of intent `a`'s settle job,
+ * its look met by the empty answer.
+ */
+async function lastDelivery(
+  admin: postgres.Sql,
+  schema: string,
+  client: postgres.Sql,
+  times: number,
+) {
+  await seeded(admin, schema);
+  await admin.unsafe(`DELETE FROM "${schema}".dead_letters`);
+  const t = relayerOver(client, schema, 0, times);
+  const app = createApp({ ...t.deps, webhookSecret: SECRET, log: () => {} });
+  const job = { intentId: "a", kind: "settle" };
+  const res = await app.request(
+    "/v1/deliveries",
+    await genericRequest(JSON.stringify({ job, delivery: 3 })),
+  );
+  const body = await res.json();
+  assert.ok(t.hit());
+  return { t, app, job, res, body };
+}
+
 Deno.test({
   name:
     "The webhook answers a signed last delivery whose look came back empty twice (command null) with 503, poisons nothing, and the next delivery settles the intent",
@@ -356,21 +382,12 @@ Deno.test({
     max: 2,
     migrateOn: "admin",
   }, async ({ admin, schema, sql: client }) => {
-    await seeded(admin, schema);
-    await admin.unsafe(`DELETE FROM "${schema}".dead_letters`);
-    const t = relayerOver(client, schema);
-    const app = createApp({
-      ...t.deps,
-      webhookSecret: SECRET,
-      log: () => {},
-    });
-    const job = { intentId: "a", kind: "settle" };
-    const res = await app.request(
-      "/v1/deliveries",
-      await genericRequest(JSON.stringify({ job, delivery: 3 })),
+    const { t, app, job, res, body } = await lastDelivery(
+      admin,
+      schema,
+      client,
+      2,
     );
-    const body = await res.json();
-    assert.ok(t.hit());
     assert.equal(res.status, 503, JSON.stringify(body));
     assert.equal(body.type, "urn:relayer:problem:delivery-failed");
     assert.deepEqual((await t.store.listDeadLetters()).items, []);
@@ -392,21 +409,7 @@ Deno.test({
     max: 2,
     migrateOn: "admin",
   }, async ({ admin, schema, sql: client }) => {
-    await seeded(admin, schema);
-    await admin.unsafe(`DELETE FROM "${schema}".dead_letters`);
-    const t = relayerOver(client, schema, 0, 1);
-    const app = createApp({
-      ...t.deps,
-      webhookSecret: SECRET,
-      log: () => {},
-    });
-    const job = { intentId: "a", kind: "settle" };
-    const res = await app.request(
-      "/v1/deliveries",
-      await genericRequest(JSON.stringify({ job, delivery: 3 })),
-    );
-    const body = await res.json();
-    assert.ok(t.hit());
+    const { t, body, res } = await lastDelivery(admin, schema, client, 1);
     // Before: 503, the look failing as the connection lost.
     assert.equal(res.status, 200, JSON.stringify(body));
     assert.equal(body.outcome, "done");
