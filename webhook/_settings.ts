@@ -15,7 +15,12 @@ import {
   loadConfig,
   refuseReusedOpsToken,
 } from "./config.ts";
-import { onLoopback, readableSetting } from "./_auth.ts";
+import {
+  insecureDevRefusal,
+  insecureOpenRoutes,
+  onLoopback,
+  readableSetting,
+} from "./_auth.ts";
 import { problem } from "./_problem.ts";
 
 /** Every variable `loadConfig` and `main.ts` read (webhook/config.ts's table). */
@@ -394,8 +399,9 @@ export interface WorkerConfig {
    * host only (`wrangler dev`): once one comes to another host, as every
    * request on Cloudflare does, it logs a line naming the setting and
    * answers each request from then on 503 `not-configured`, saying the
-   * same (never the value). With secrets of its own, `fetch` checks nothing
-   * per request.
+   * same (never the value). So it does with `RELAYER_INSECURE_DEV`, naming
+   * the routes it would open. With secrets of its own, and no
+   * `RELAYER_INSECURE_DEV`, `fetch` checks nothing per request.
    */
   nameUnread<H extends object>(handlers: H, log: (line: string) => void): H;
 }
@@ -413,8 +419,8 @@ export interface WorkerConfig {
  * them), is named once, on the Worker's first event (`nameUnread`). A
  * Worker has no platform marker and may have no `PUBLIC_URL`, so a secret
  * anyone can read (the docs' local-run ones, a local QStash's published
- * keys) is judged by the host its requests come to: `nameUnread`'s `fetch`
- * serves loopback ones only. Pure: no I/O, timer or random number, so it
+ * keys), and `RELAYER_INSECURE_DEV`, are judged by the host its requests
+ * come to: `nameUnread`'s `fetch` serves loopback ones only. Pure: no I/O, timer or random number, so it
  * runs at a Worker's top level.
  *
  * @example A service's environment copied into a Worker
@@ -505,10 +511,26 @@ export function workerConfig(
   // reached is told by the requests themselves, whose host Cloudflare
   // routes by (never a loopback one). Known here, so a Worker with secrets
   // of its own wraps its fetch as before and pays nothing per request.
+  // So is RELAYER_INSECURE_DEV, refused by the same rule: with no
+  // PUBLIC_URL, nothing else tells a Worker on Cloudflare from `wrangler
+  // dev`, and there it would open each route whose keys are not set, the
+  // ops routes too without OPS_TOKEN, to whoever reaches it.
   const found = readableSetting(config);
-  const refusedOffMachine = found === undefined
-    ? undefined
-    : `${found.setting} is ${found.readable}, and this Worker is reached off this machine, so it answers nothing: ${found.fix}, and set it with: wrangler secret put ${found.setting}`;
+  const refusedOffMachine = found !== undefined
+    ? `${found.setting} is ${found.readable}, and this Worker is reached off this machine, so it answers nothing: ${found.fix}, and set it with: wrangler secret put ${found.setting}`
+    : config.insecureDev
+    ? insecureDevRefusal(
+      "this Worker is reached off this machine, so it answers nothing",
+      insecureOpenRoutes({
+        qstash: config.qstash !== undefined,
+        pubsub: config.pubsub !== undefined,
+        pubsubDeadLetter: config.pubsubDeadLetter !== undefined,
+        deliveries: config.webhookSecret !== undefined,
+        ops: config.opsToken !== undefined,
+      }),
+      { local: "wrangler dev" },
+    )
+    : undefined;
   // Once a request came from off this machine, every later one is refused.
   let offMachine = false;
   return {

@@ -1,0 +1,83 @@
+/**
+ * `RELAYER_INSECURE_DEV` in a Worker with no `PUBLIC_URL`: a Worker has no
+ * platform marker, so, as for the docs' local-run secrets, where it runs is
+ * told by the host its requests come to. On loopback (`wrangler dev`) the
+ * routes whose keys are not set take unsigned requests; once a request
+ * comes from off this machine (Cloudflare routes by a public host), each
+ * request is refused 503, naming the routes the flag would open, the ops
+ * routes among them.
+ *
+ * @module
+ */
+import assert from "node:assert/strict";
+import { MemoryStore, ScriptedSender } from "../../mod.ts";
+import { createApp, routeOptions, workerConfig } from "../../webhook/app.ts";
+
+const ENV = {
+  SENDER_URL: "http://127.0.0.1:9",
+  RELAYER_INSECURE_DEV: "1",
+  CLOUDFLARE_MAX_RETRIES: "9",
+  CLOUDFLARE_DLQ_MAX_RETRIES: "100",
+};
+
+/** A Worker's fetch over `env`, as the README builds it, and its log. */
+function worker(env: Record<string, string>) {
+  const { config, nameUnread } = workerConfig(env);
+  const app = createApp({
+    store: new MemoryStore(),
+    sender: new ScriptedSender({}),
+    ...routeOptions(config),
+    enqueue: () => Promise.resolve(),
+  });
+  const logged: string[] = [];
+  const handlers = nameUnread(
+    { fetch: (request: Request) => app.fetch(request) },
+    (line) => void logged.push(line),
+  );
+  return { fetch: handlers.fetch, logged };
+}
+
+/** An unsigned call that creates an intent, at `base`. */
+function createIntent(base: string, id: string): Request {
+  return new Request(`${base}/v1/intents`, {
+    method: "POST",
+    body: JSON.stringify({ id, state: "authorized" }),
+  });
+}
+
+Deno.test("a Worker with RELAYER_INSECURE_DEV serves unsigned loopback requests, and once one comes from off this machine refuses every request with a 503 naming the routes it would open", async () => {
+  const { fetch, logged } = worker(ENV);
+  const local = await fetch(createIntent("http://127.0.0.1:8787", "pi_0001"));
+  assert.equal(local.status, 201, await local.text());
+  const detail =
+    "RELAYER_INSECURE_DEV is for local runs, and this Worker is reached off this machine, so it answers nothing: it would take requests with no signature or token, from anyone who reaches it, on /v1/qstash and /v1/qstash/failed, /v1/pubsub, /v1/pubsub/dead-letter, /v1/deliveries, the ops routes (which create and resolve intents, and publish, redrive and discard jobs). Unset RELAYER_INSECURE_DEV (each route whose keys are not set then answers 503: set the keys of those you use, and OPS_TOKEN for the ops routes), or run on your own machine: wrangler dev";
+  for (
+    const request of [
+      createIntent("https://relayer.example.workers.dev", "pi_0002"),
+      // Once seen off this machine, a loopback host is no longer believed.
+      createIntent("http://127.0.0.1:8787", "pi_0003"),
+    ]
+  ) {
+    const answer = await fetch(request);
+    assert.equal(answer.status, 503, request.url);
+    assert.equal((await answer.json()).detail, detail);
+  }
+  assert.deepEqual(logged, [`relayer: ${detail}`]);
+});
+
+Deno.test("a Worker with RELAYER_INSECURE_DEV and every route's keys but the ops token names only the ops routes as open once reached off this machine", async () => {
+  const { fetch } = worker({
+    ...ENV,
+    WEBHOOK_SECRET: "own-secret-0123456789abcdef",
+  });
+  const answer = await fetch(
+    createIntent("https://relayer.example.workers.dev", "pi_0001"),
+  );
+  assert.equal(answer.status, 503);
+  const { detail } = await answer.json();
+  assert.match(
+    detail,
+    /, on \/v1\/qstash and \/v1\/qstash\/failed, \/v1\/pubsub, \/v1\/pubsub\/dead-letter, the ops routes \(/,
+  );
+  assert.ok(!detail.includes("own-secret-0123456789abcdef"));
+});
