@@ -17,15 +17,44 @@ import { stepBackPace } from "./_step_back.ts";
 
 const encoder = new TextEncoder();
 
-/** Compares two strings in time that depends on their length only. */
-export function timingSafeEqual(a: string, b: string): boolean {
-  const x = encoder.encode(a);
-  const y = encoder.encode(b);
+/**
+ * Compares two strings (as UTF-8) or byte arrays in time that depends on
+ * their length only.
+ */
+export function timingSafeEqual(
+  a: string | Uint8Array,
+  b: string | Uint8Array,
+): boolean {
+  const x = typeof a === "string" ? encoder.encode(a) : a;
+  const y = typeof b === "string" ? encoder.encode(b) : b;
   let diff = x.length ^ y.length;
   for (let i = 0; i < Math.max(x.length, y.length); i++) {
     diff |= (x[i] ?? 0) ^ (y[i] ?? 0);
   }
   return diff === 0;
+}
+
+/**
+ * A check of a presented bearer token against `tokens` (`OPS_TOKEN`, and
+ * `OPS_TOKEN_NEXT` while a rotation is under way): each compared by
+ * `options.equal`, whatever the others gave, so the time taken says
+ * nothing of which one, if any, it is.
+ */
+export function tokenMatcher(
+  tokens: readonly string[],
+  options: {
+    /** @default {timingSafeEqual} */
+    readonly equal?: (a: Uint8Array, b: Uint8Array) => boolean;
+  } = {},
+): (presented: string) => boolean {
+  const { equal = timingSafeEqual } = options;
+  const expected = tokens.map((token) => encoder.encode(token));
+  return (presented) => {
+    const given = encoder.encode(presented);
+    let matched = false;
+    for (const token of expected) matched = equal(given, token) || matched;
+    return matched;
+  };
 }
 
 /**

@@ -98,7 +98,7 @@ import {
   qstashVerifier,
   type RefusalKind,
   type ReplayClaim,
-  timingSafeEqual,
+  tokenMatcher,
 } from "./_auth.ts";
 import { oncePer, stepBackPace } from "./_step_back.ts";
 import { deliveriesText } from "../policy/_count.ts";
@@ -1544,23 +1544,6 @@ function checkOpsToken(
 }
 
 /**
- * Whether `token` is `current` or, while a rotation is under way, `next`:
- * both compared in constant time, whatever the first gave, so the time
- * taken says nothing of which one, if any, it is. With one token, one
- * comparison, as before.
- */
-function opsTokenMatches(
-  token: string,
-  current: string,
-  next: string | undefined,
-): boolean {
-  const isCurrent = timingSafeEqual(token, current);
-  if (next === undefined) return isCurrent;
-  const isNext = timingSafeEqual(token, next);
-  return isCurrent || isNext;
-}
-
-/**
  * Builds the webhook: delivery routes for QStash, Pub/Sub and a generic
  * HMAC-signed route, ops routes, and `/healthz`. Every answer is JSON (a
  * `application/problem+json` for errors, RFC 9457), except Pub/Sub's 204.
@@ -1759,6 +1742,9 @@ export function createApp(deps: AppDeps): WebhookApp {
       "Cannot create app as 'opsTokenNext' is set without 'opsToken': set the token the clients send now as opsToken, and the one they move to as opsTokenNext",
     );
   }
+  const opsTokenMatches = opsToken === undefined ? undefined : tokenMatcher(
+    opsTokenNext === undefined ? [opsToken] : [opsToken, opsTokenNext],
+  );
   if (webhookSecret === undefined && deps.webhookSecretNext !== undefined) {
     throw new TypeError(
       "Cannot create app as 'webhookSecretNext' is set without 'webhookSecret': set the secret the senders sign with now as webhookSecret, and the one they move to as webhookSecretNext",
@@ -1822,13 +1808,11 @@ export function createApp(deps: AppDeps): WebhookApp {
       "OPS_TOKEN",
       "opsToken",
     );
-    if (opsToken === undefined) return;
+    if (opsTokenMatches === undefined) return;
     // The scheme is case-insensitive (RFC 9110 §11.1): "bearer" is Bearer.
     const header = c.req.header("authorization") ?? "";
     const token = /^Bearer +(.*)$/i.exec(header)?.[1];
-    if (
-      token === undefined || !opsTokenMatches(token, opsToken, opsTokenNext)
-    ) {
+    if (token === undefined || !opsTokenMatches(token)) {
       throw unauthorized(
         "Send the ops token as 'Authorization: Bearer <OPS_TOKEN>'.",
       );
