@@ -38,7 +38,10 @@ export function timingSafeEqual(
  * A check of a presented bearer token against `tokens` (`OPS_TOKEN`, and
  * `OPS_TOKEN_NEXT` while a rotation is under way): each compared by
  * `options.equal`, whatever the others gave, so the time taken says
- * nothing of which one, if any, it is.
+ * nothing of which one, if any, it is. What is compared is the SHA-256
+ * digest of each (the tokens' taken once, here): 32 bytes against 32,
+ * so neither the presented token's length nor its content changes how
+ * long a comparison runs, and no comparison's length tells a token's.
  */
 export function tokenMatcher(
   tokens: readonly string[],
@@ -48,9 +51,9 @@ export function tokenMatcher(
   } = {},
 ): (presented: string) => boolean {
   const { equal = timingSafeEqual } = options;
-  const expected = tokens.map((token) => encoder.encode(token));
+  const expected = tokens.map((token) => sha256(encoder.encode(token)));
   return (presented) => {
-    const given = encoder.encode(presented);
+    const given = sha256(encoder.encode(presented));
     let matched = false;
     for (const token of expected) matched = equal(given, token) || matched;
     return matched;

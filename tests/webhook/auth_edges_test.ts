@@ -7,7 +7,11 @@
 
 import assert from "node:assert/strict";
 import { sha256 } from "@noble/hashes/sha2.js";
-import { qstashVerifier, timingSafeEqual } from "../../webhook/_auth.ts";
+import {
+  qstashVerifier,
+  timingSafeEqual,
+  tokenMatcher,
+} from "../../webhook/_auth.ts";
 import { createApp } from "../../webhook/app.ts";
 import { MemoryStore, ScriptedSender } from "../../mod.ts";
 import { QSTASH, signQStash } from "./_signing.ts";
@@ -30,6 +34,42 @@ Deno.test("timingSafeEqual() takes equal strings only: never a prefix, an empty 
     ]
   ) {
     assert.equal(timingSafeEqual(a!, b!), false, JSON.stringify([a, b]));
+  }
+});
+
+Deno.test("tokenMatcher() compares inputs of one fixed length, once for each token, whatever the length or content of the token presented", () => {
+  const current = "the-current-ops-token-0123";
+  const next = "the-next-ops-token-4567-and-longer";
+  for (const tokens of [[current], [current, next]]) {
+    const compared: [number, number][] = [];
+    const matches = tokenMatcher(tokens, {
+      equal: (a, b) => {
+        compared.push([a.length, b.length]);
+        return timingSafeEqual(a, b);
+      },
+    });
+    const presented = [
+      "",
+      "x",
+      current.slice(0, -1),
+      current,
+      `${current}x`,
+      next,
+      "é".repeat(40),
+      "y".repeat(8_000),
+    ];
+    for (const token of presented) {
+      compared.length = 0;
+      const matched = matches(token);
+      assert.equal(matched, tokens.includes(token), JSON.stringify(token));
+      // Every comparison is of two inputs of the same length, the same for
+      // every token presented: its length and content change no loop.
+      assert.deepEqual(
+        compared,
+        tokens.map(() => [32, 32]),
+        `${token.length} characters against ${tokens.length} token(s)`,
+      );
+    }
   }
 });
 
