@@ -474,20 +474,16 @@ export function insecureOpenRoutes(set: {
 /**
  * Why `RELAYER_INSECURE_DEV` is refused where others reach the service
  * (`reached`: "this service is on Deno Deploy", "… listens on …, off this
- * machine"), naming the routes it would open (`open`) and what to do; the
- * same rule as the docs' local-run secrets ({@linkcode publishedSecret}).
- * `options.local` says how to run it on one's own machine (a Worker's:
- * `wrangler dev`; by default the service's).
+ * machine"), naming the routes it would open (`open`) and what to do, down
+ * to the command of a local run (`localRun`: a Worker's is `npx wrangler
+ * dev`); the same rule as the docs' local-run secrets
+ * ({@linkcode publishedSecret}).
  */
 export function insecureDevRefusal(
   reached: string,
   open: readonly string[],
-  options: { readonly local?: string } = {},
+  localRun = "deno task start",
 ): string {
-  const {
-    local =
-      "PUBLIC_URL unset or on localhost, 127.0.0.1 or [::1], and served on loopback (deno task start)",
-  } = options;
   const routes = open.length === 0
     ? "no route while every key is set, and on each whose key is left out later"
     : open.map((route) =>
@@ -495,7 +491,7 @@ export function insecureDevRefusal(
         ? "the ops routes (which create and resolve intents, and publish, redrive and discard jobs)"
         : route
     ).join(", ");
-  return `RELAYER_INSECURE_DEV is for local runs, and ${reached}: it would take requests with no signature or token, from anyone who reaches it, on ${routes}. Unset RELAYER_INSECURE_DEV (each route whose keys are not set then answers 503: set the keys of those you use, and OPS_TOKEN for the ops routes), or run on your own machine: ${local}`;
+  return `RELAYER_INSECURE_DEV is for local runs, and ${reached}: it would take requests with no signature or token, from anyone who reaches it, on ${routes}. Unset RELAYER_INSECURE_DEV (each route whose keys are not set then answers 503: set the keys of those you use, and OPS_TOKEN for the ops routes), or run on your own machine: PUBLIC_URL unset or on localhost, 127.0.0.1 or [::1], and served on loopback (${localRun})`;
 }
 
 /**

@@ -13,6 +13,7 @@ import {
   type Config,
   ConfigError,
   loadConfig,
+  loadConfigFor,
   refuseReusedOpsToken,
 } from "./config.ts";
 import {
@@ -342,7 +343,7 @@ function loadWithDefaults(
   env: Record<string, unknown>,
 ): Config {
   try {
-    return loadConfig(settings);
+    return loadConfigFor(settings, "npx wrangler dev");
   } catch (error) {
     if (!(error instanceof ConfigError)) throw error;
     const name = error.setting;
@@ -528,7 +529,7 @@ export function workerConfig(
         deliveries: config.webhookSecret !== undefined,
         ops: config.opsToken !== undefined,
       }),
-      { local: "wrangler dev" },
+      "npx wrangler dev",
     )
     : undefined;
   // Once a request came from off this machine, every later one is refused.

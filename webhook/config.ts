@@ -1123,6 +1123,34 @@ function windowRaisers(policy: Policy): string {
 export function loadConfig(
   variables: Readonly<Record<string, unknown>>,
 ): Config {
+  return loadConfigFor(variables, "deno task start");
+}
+
+/**
+ * {@linkcode loadConfig} for a service whose local run is `localRun` (the
+ * command a refusal of `RELAYER_INSECURE_DEV` names): a Worker's
+ * (`workerConfig`) is `npx wrangler dev`, not `deno task start`.
+ *
+ * @example A Worker's refusal names its own local run
+ * ```ts
+ * import { loadConfigFor } from "./config.ts";
+ * import assert from "node:assert/strict";
+ *
+ * assert.throws(
+ *   () =>
+ *     loadConfigFor({
+ *       SENDER_URL: "http://127.0.0.1:9000",
+ *       PUBLIC_URL: "https://relayer.example.com",
+ *       RELAYER_INSECURE_DEV: "1",
+ *     }, "npx wrangler dev"),
+ *   /served on loopback \(npx wrangler dev\)$/,
+ * );
+ * ```
+ */
+export function loadConfigFor(
+  variables: Readonly<Record<string, unknown>>,
+  localRun: string,
+): Config {
   const env = asText(variables);
   const onDeploy = (env.DENO_DEPLOYMENT_ID ?? "") !== "";
 
@@ -1389,6 +1417,7 @@ export function loadConfig(
           deliveries: webhookSecret !== undefined,
           ops: opsToken !== undefined,
         }),
+        localRun,
       ),
     );
   }

@@ -1,7 +1,7 @@
 /**
  * `RELAYER_INSECURE_DEV` in a Worker with no `PUBLIC_URL`: a Worker has no
  * platform marker, so, as for the docs' local-run secrets, where it runs is
- * told by the host its requests come to. On loopback (`wrangler dev`) the
+ * told by the host its requests come to. On loopback (`npx wrangler dev`) the
  * routes whose keys are not set take unsigned requests; once a request
  * comes from off this machine (Cloudflare routes by a public host), each
  * request is refused 503, naming the routes the flag would open, the ops
@@ -12,6 +12,7 @@
 import assert from "node:assert/strict";
 import { MemoryStore, ScriptedSender } from "../../mod.ts";
 import { createApp, routeOptions, workerConfig } from "../../webhook/app.ts";
+import { ConfigError, loadConfig } from "../../webhook/config.ts";
 
 const ENV = {
   SENDER_URL: "http://127.0.0.1:9",
@@ -50,7 +51,7 @@ Deno.test("a Worker with RELAYER_INSECURE_DEV serves unsigned loopback requests,
   const local = await fetch(createIntent("http://127.0.0.1:8787", "pi_0001"));
   assert.equal(local.status, 201, await local.text());
   const detail =
-    "RELAYER_INSECURE_DEV is for local runs, and this Worker is reached off this machine, so it answers nothing: it would take requests with no signature or token, from anyone who reaches it, on /v1/qstash and /v1/qstash/failed, /v1/pubsub, /v1/pubsub/dead-letter, /v1/deliveries, the ops routes (which create and resolve intents, and publish, redrive and discard jobs). Unset RELAYER_INSECURE_DEV (each route whose keys are not set then answers 503: set the keys of those you use, and OPS_TOKEN for the ops routes), or run on your own machine: wrangler dev";
+    "RELAYER_INSECURE_DEV is for local runs, and this Worker is reached off this machine, so it answers nothing: it would take requests with no signature or token, from anyone who reaches it, on /v1/qstash and /v1/qstash/failed, /v1/pubsub, /v1/pubsub/dead-letter, /v1/deliveries, the ops routes (which create and resolve intents, and publish, redrive and discard jobs). Unset RELAYER_INSECURE_DEV (each route whose keys are not set then answers 503: set the keys of those you use, and OPS_TOKEN for the ops routes), or run on your own machine: PUBLIC_URL unset or on localhost, 127.0.0.1 or [::1], and served on loopback (npx wrangler dev)";
   for (
     const request of [
       createIntent("https://relayer.example.workers.dev", "pi_0002"),
@@ -80,4 +81,38 @@ Deno.test("a Worker with RELAYER_INSECURE_DEV and every route's keys but the ops
     /, on \/v1\/qstash and \/v1\/qstash\/failed, \/v1\/pubsub, \/v1\/pubsub\/dead-letter, the ops routes \(/,
   );
   assert.ok(!detail.includes("own-secret-0123456789abcdef"));
+});
+
+/** A service's settings at a `PUBLIC_URL` off this machine. */
+const OFF_MACHINE = {
+  SENDER_URL: "http://127.0.0.1:9000",
+  WEBHOOK_SECRET: "a-webhook-secret-16",
+  PUBLIC_URL: "https://relayer.example.com",
+  RELAYER_INSECURE_DEV: "1",
+};
+
+/** The message of the `ConfigError` on `RELAYER_INSECURE_DEV` `load` throws. */
+function refusal(load: () => unknown): string {
+  try {
+    load();
+  } catch (error) {
+    assert.ok(error instanceof ConfigError, String(error));
+    assert.equal(error.setting, "RELAYER_INSECURE_DEV", error.message);
+    return error.message;
+  }
+  assert.fail("RELAYER_INSECURE_DEV was taken off this machine");
+}
+
+Deno.test("workerConfig() refusing RELAYER_INSECURE_DEV at a PUBLIC_URL off this machine says to run the Worker under npx wrangler dev, not deno task start", () => {
+  const worker = refusal(() => workerConfig(OFF_MACHINE));
+  assert.match(
+    worker,
+    /, or run on your own machine: PUBLIC_URL unset or on localhost, 127\.0\.0\.1 or \[::1\], and served on loopback \(npx wrangler dev\)$/,
+  );
+  assert.doesNotMatch(worker, /deno task start/);
+  // The service's own refusal still names its own local run.
+  assert.match(
+    refusal(() => loadConfig(OFF_MACHINE)),
+    /, and served on loopback \(deno task start\)$/,
+  );
 });
