@@ -841,6 +841,9 @@ async function openPostgres(
       // The name decoded, as the start line says it: postgres.js sends
       // the URL's path undecoded (`pay%40ments`, not `pay@ments`).
       ...(database.name ? { database: database.name } : {}),
+      // An IPv6 address, which postgres.js cannot read in the URL, as
+      // lists (its types name a string, which it would dial as localhost).
+      ...(database.hosts as object | undefined),
       onnotice: () => {},
       backoff: reconnectBackoffS,
       // A partition drops packets: no close, no error, and postgres.js

@@ -34,9 +34,22 @@ export async function tlsSuitesAvailable(suites: string): Promise<boolean> {
 }
 
 /**
+ * Whether this machine listens on the IPv6 loopback (not where IPv6 is
+ * off), asked of a process of its own: a test process may not listen there.
+ */
+export function ipv6LoopbackAvailable(): Promise<boolean> {
+  return new Deno.Command(Deno.execPath(), {
+    args: ["eval", 'Deno.listen({ hostname: "::1", port: 0 }).close()'],
+    stdout: "null",
+    stderr: "null",
+  }).output().then(({ success }) => success, () => false);
+}
+
+/**
  * Runs `fn` on a server that serves TLS with a certificate naming `names`
- * alone (host names and IP addresses); then stops the server and removes
- * the certificates' files.
+ * alone (host names and IP addresses), with the server `settings` given
+ * (`listen_addresses`); then stops the server and removes the
+ * certificates' files.
  */
 export async function withTlsPostgres(
   names: readonly string[],
@@ -44,10 +57,14 @@ export async function withTlsPostgres(
     server: OwnedPostgresServer,
     certificates: TestCertificates,
   ) => Promise<void>,
+  settings?: Readonly<Record<string, string>>,
 ): Promise<void> {
   const certificates = await testCertificates(names);
   try {
-    const server = await startPostgres({ tls: certificates });
+    const server = await startPostgres({
+      tls: certificates,
+      ...(settings ? { settings } : {}),
+    });
     try {
       await fn(server, certificates);
     } finally {

@@ -249,6 +249,9 @@ export async function main(
   const sql = postgres(url, {
     // The name decoded, as the service connects (main.ts).
     ...(database.name ? { database: database.name } : {}),
+    // An IPv6 address, which postgres.js cannot read in the URL, as
+    // lists (its types name a string, which it would dial as localhost).
+    ...(database.hosts as object | undefined),
     onnotice: () => {},
     ssl: clientTls(database),
     sslnegotiation: database.sslnegotiation,

@@ -206,6 +206,15 @@ export interface Config {
      * environment's `PGSSLNEGOTIATION` cannot change it either.
      */
     sslnegotiation: "direct" | null;
+    /**
+     * The client's `host` and `port` options, as lists of one, where the
+     * URL's host is an IPv6 address in brackets (`[::1]`, given as
+     * `::1`; the URL's port, else 5432): postgres.js 3.4.9 cannot read
+     * one in a URL (it dials the host `[`), nor in a `host` string (it
+     * dials `localhost`). Absent for any other host, which the client
+     * reads from the URL.
+     */
+    hosts?: { host: [string]; port: [number] };
   };
   /** The request body limit, in bytes. */
   readonly maxBodyBytes: number;
@@ -514,12 +523,6 @@ export function databaseUrl(
   if (url.hostname === "") {
     throw new ConfigError("DATABASE_URL", `${shape}: it names no host`);
   }
-  if (url.hostname.startsWith("[")) {
-    throw new ConfigError(
-      "DATABASE_URL",
-      `${shape}: its host is an IPv6 address in brackets, which the PostgreSQL client cannot parse: use a host name that resolves to it, or an IPv4 address`,
-    );
-  }
   const libpq = ["host", "hostaddr", "port"].filter((name) =>
     url.searchParams.has(name)
   );
@@ -554,6 +557,17 @@ export function databaseUrl(
     ssl: tls.ssl,
     sslnegotiation: tls.direct ? "direct" : null,
     ...(database.length > 1 ? { name: database.slice(1) } : {}),
+    // postgres.js 3.4.9 reads a URL's "[::1]:5432" as the host "[" (it
+    // splits at the first ':'), and a host option "::1" as "" (localhost):
+    // it dials an IPv6 address given as a list only.
+    ...(url.hostname.startsWith("[")
+      ? {
+        hosts: {
+          host: [url.hostname.slice(1, -1)],
+          port: [url.port === "" ? 5432 : Number(url.port)],
+        },
+      }
+      : {}),
   };
 }
 

@@ -43,6 +43,32 @@ Deno.test("loadConfig() takes DATABASE_URL and describes it without the password
   );
 });
 
+Deno.test("loadConfig() takes a DATABASE_URL at an IPv6 address in brackets, and hands the client its host and port as lists, which postgres.js reads (not from the URL)", () => {
+  const at = (url: string) =>
+    loadConfig({ ...base, DATABASE_URL: url }).database!;
+  const verified = at(
+    "postgres://relayer:s3cret-pw@[2001:DB8::0:5]:6432/pay%40ments?sslmode=verify-full",
+  );
+  assert.deepEqual(verified.hosts, { host: ["2001:db8::5"], port: [6432] });
+  assert.equal(verified.name, "pay@ments");
+  assert.equal(verified.ssl, "verify-full");
+  assert.equal(
+    verified.description,
+    "PostgreSQL [2001:db8::5]:6432/pay@ments, TLS, server verified (sslmode=verify-full)",
+  );
+  // No port: PostgreSQL's.
+  assert.deepEqual(at("postgres://relayer@[::1]/payments").hosts, {
+    host: ["::1"],
+    port: [5432],
+  });
+  // A name or an IPv4 address the client reads from the URL itself.
+  assert.equal(
+    at("postgres://relayer@127.0.0.1:5432/payments").hosts,
+    undefined,
+  );
+  assert.equal(at("postgres://relayer@db.internal/payments").hosts, undefined);
+});
+
 Deno.test("loadConfig() says what DATABASE_URL's TLS parameters make the client do, as postgres.js reads them", () => {
   for (
     const [query, tls] of [
@@ -255,7 +281,7 @@ Deno.test("loadConfig() refuses a bad DATABASE_URL in one line that never shows 
   }
 });
 
-Deno.test("loadConfig() refuses the DATABASE_URL forms the client cannot honour (several hosts, a raw '@' in the password, IPv6 in brackets, libpq's ?host=) and says what to give", () => {
+Deno.test("loadConfig() refuses the DATABASE_URL forms the client cannot honour (several hosts, a raw '@' in the password, libpq's ?host=) and says what to give", () => {
   const cases: [string, RegExp][] = [
     [
       "postgres://relayer:s3cret-pw@db1:5432,db2:5432/payments",
@@ -276,8 +302,8 @@ Deno.test("loadConfig() refuses the DATABASE_URL forms the client cannot honour 
       /: its user or password holds a raw '@'/,
     ],
     [
-      "postgres://relayer:s3cret-pw@[::1]:5432/payments",
-      /: its host is an IPv6 address in brackets, which the PostgreSQL client cannot parse: use a host name that resolves to it, or an IPv4 address$/,
+      "postgres://relayer:s3cret-pw@[::1]:5432,[::2]:5432/payments",
+      /: it names several hosts/,
     ],
     [
       "postgres://relayer:s3cret-pw@localhost/payments?host=/var/run/postgresql",

@@ -17,7 +17,11 @@ import { ConfigError, loadConfig } from "../../webhook/config.ts";
 import { postgresAvailable, postgresUrl, serverUpFirst } from "../_postgres.ts";
 import { assertOneLine, healthy, startMain } from "../_main_process.ts";
 import { timeout, withTimeout } from "../_timeout.ts";
-import { tlsSuitesAvailable, withTlsPostgres } from "../_tls_postgres.ts";
+import {
+  ipv6LoopbackAvailable,
+  tlsSuitesAvailable,
+  withTlsPostgres,
+} from "../_tls_postgres.ts";
 
 /** Whether the TLS tests run: `false` only where PostgreSQL or `openssl` is missing, outside CI. */
 const tlsAvailable = await tlsSuitesAvailable("the PostgreSQL TLS tests");
@@ -343,4 +347,45 @@ Deno.test({
         /; store PostgreSQL 127\.0\.0\.1:\d+\/postgres, TLS, server verified \(sslmode=verify-full\); /,
       );
     })),
+});
+
+Deno.test({
+  name:
+    "main.ts serves on a DATABASE_URL at an IPv6 address in brackets ([::1]), over verify-full TLS checked against that address",
+  // Where this machine has no IPv6 loopback, tests/webhook/config_database_test.ts
+  // still checks how loadConfig reads such a URL.
+  ignore: !tlsAvailable || !await ipv6LoopbackAvailable(),
+  fn: timeout(60_000, () =>
+    // A certificate that names ::1 alone: postgres.js gives TLS no server
+    // name for an address, and clientTls() checks it against ::1.
+    withTlsPostgres(["::1"], async (server, certificates) => {
+      const admin = postgres(server.url, { max: 1, onnotice: () => {} });
+      try {
+        const line = await startsHealthy({
+          ...base,
+          DATABASE_URL:
+            `postgres://postgres:${server.password}@[::1]:${server.port}/postgres?sslmode=verify-full`,
+          DENO_CERT: certificates.caFile,
+        }, async (origin) => {
+          const ready = await fetch(`${origin}/readyz`);
+          assert.equal(ready.status, 200, await ready.text());
+          const seen = await admin<{ address: string; tls: boolean }[]>`
+            SELECT host(a.client_addr) AS address, s.ssl AS tls
+            FROM pg_stat_activity a JOIN pg_stat_ssl s USING (pid)
+            WHERE a.backend_type = 'client backend' AND a.pid <> pg_backend_pid()`;
+          assert.ok(seen.length >= 1, "the service holds no connection");
+          for (const session of seen) {
+            assert.deepEqual({ ...session }, { address: "::1", tls: true });
+          }
+        });
+        assert.match(
+          line,
+          new RegExp(
+            `; store PostgreSQL \\[::1\\]:${server.port}/postgres, TLS, server verified \\(sslmode=verify-full\\); `,
+          ),
+        );
+      } finally {
+        await admin.end();
+      }
+    }, { listen_addresses: "127.0.0.1,::1" })),
 });
