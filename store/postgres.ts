@@ -2188,10 +2188,23 @@ export class PostgresStore implements Store {
       }
       if (!sent && pending.state == null) pending.cancelled = null;
       const late = new Error(
-        `PostgreSQL did not answer the store's ${what} within ${this.#waitMs}ms: the pool is busy, or the server is unreachable; retry`,
+        `PostgreSQL did not answer the store's ${what} within ${this.#waitMs}ms: the pool is busy, ${this.#unreached()}; retry`,
       );
       return ofWrite ? notWritten(late) : late;
     });
+  }
+
+  /**
+   * Why the server may not have been reached, for the error of a call that
+   * got no answer or no connection in time, said only then: on Cloudflare
+   * Workers, where the client asks for TLS, workerd may have refused the
+   * server's certificate, which it keeps to its own log and tells
+   * postgres.js nothing of (`migrate()` names it too).
+   */
+  #unreached(): string {
+    return this.#sql.options?.ssl && onWorkers()
+      ? "the server is unreachable, or workerd refused its TLS certificate (one not naming the host dialled, or chaining to no CA Cloudflare trusts: workerd tells the client nothing)"
+      : "or the server is unreachable";
   }
 
   /** Whether `promise` settled within `ms` (`connectionWaitMs` by default). */
@@ -2261,7 +2274,7 @@ export class PostgresStore implements Store {
                   ? new Error(
                     `PostgreSQL did not answer the write within ${this.#waitMs}ms: it may have landed or not; the next read says which`,
                   )
-                  : noConnection(this.#waitMs),
+                  : noConnection(this.#waitMs, this.#unreached()),
               );
             }, this.#waitMs);
           }, (value) => {
@@ -2303,7 +2316,7 @@ export class PostgresStore implements Store {
           // It has its connection: its answers are bounded from then on.
           if (started) return undefined;
           abandoned = true;
-          return noConnection(this.#waitMs);
+          return noConnection(this.#waitMs, this.#unreached());
         }),
         silence,
       ]);
@@ -2509,7 +2522,7 @@ export class PostgresStore implements Store {
       ms,
       () => {
         releaseLate();
-        return noConnection(ms);
+        return noConnection(ms, this.#unreached());
       },
     );
   }
@@ -4150,11 +4163,13 @@ function failedConnects(error: unknown): boolean {
  * waiting before any of it was sent, and a connection that comes later
  * sends nothing of it (handed back, or its transaction rolled back at
  * once). Marked as not written, so an ops route says that nothing changed.
+ * `unreached` names why the server may not have been reached
+ * (`#unreached()`).
  */
-function noConnection(waitMs: number): Error {
+function noConnection(waitMs: number, unreached: string): Error {
   return notWritten(
     new Error(
-      `PostgreSQL gave the store no connection within ${waitMs}ms: the pool is busy, or the server is unreachable; nothing was written, so try again`,
+      `PostgreSQL gave the store no connection within ${waitMs}ms: the pool is busy, ${unreached}; nothing was written, so try again`,
     ),
   );
 }

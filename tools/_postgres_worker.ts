@@ -22,7 +22,10 @@
  * - `POST /tls` takes `{ url, ssl, waitMs }`, a URL, its `sslmode`
  *   (`verify-full` unless given) and `migrate()`'s bound, and runs
  *   `migrate()` and a read on the example's client for it: `{ intent }` (`null`), or `{ error }`, the error's name
- *   and message;
+ *   and message; with `calls: true`, no `migrate()`: a read and a write
+ *   on a client made as the example makes it, on a store whose
+ *   `connectionWaitMs` is `waitMs`, answered as `{ read, write }`, each
+ *   its result or its error's name and message;
  * - `GET /sessions` answers `{ sessions }`, the sessions PostgreSQL has
  *   counted on the database so far (`pg_stat_database.sessions`), once
  *   none of them is open.
@@ -43,7 +46,7 @@ import {
   ReplayError,
   type Store,
 } from "../mod.ts";
-import type { PostgresStore } from "../store/postgres.ts";
+import { PostgresStore } from "../store/postgres.ts";
 import type { QueueBatch } from "../cloudflare/queue_handler.ts";
 import example, {
   type Context,
@@ -356,12 +359,41 @@ async function fetch(
     // The example's client over verified TLS at the URL given (the check's
     // server by IP address, or by a name its certificate does not hold):
     // migrate() and a read, or the error's name and words.
-    const { url, ssl = "verify-full", waitMs } = await request.json() as {
-      url: string;
-      ssl?: "require" | "verify-full";
-      waitMs?: number;
-    };
+    const { url, ssl = "verify-full", waitMs, calls } = await request
+      .json() as {
+        url: string;
+        ssl?: "require" | "verify-full";
+        waitMs?: number;
+        calls?: boolean;
+      };
     const tls = { url, ssl, sslnegotiation: null } as const;
+    if (calls === true) {
+      // The store's calls past migrate(), each bounded by waitMs.
+      const sql = postgres(url, { max: 2, ssl });
+      const store = new PostgresStore(sql, {
+        connectionWaitMs: waitMs ?? 1000,
+      });
+      const settled = (call: Promise<unknown>) =>
+        call.then(
+          (value) => value ?? null,
+          (error: Error) => `${error.name}: ${error.message}`,
+        );
+      try {
+        return Response.json({
+          read: await settled(store.getIntent("pw_tls")),
+          write: await settled(
+            store.createIntent({
+              id: "pw_tls",
+              state: "authorized",
+              hold: "pending",
+            }),
+          ),
+        });
+      } finally {
+        store.close();
+        ctx.waitUntil(sql.end());
+      }
+    }
     try {
       return Response.json({
         intent: await withPostgresStore(tls, ctx, async (store) => {

@@ -1776,7 +1776,9 @@ async function postgresCheck() {
  * dialed; by a name the certificate does not hold (`localhost`), it is
  * refused. workerd keeps the refusal's reason to its own log: postgres.js
  * hears nothing of it, and `migrate()` says nothing answered within its
- * bound (2 s here), and that workerd may have refused the certificate.
+ * bound (2 s here), and that workerd may have refused the certificate, as
+ * a read unanswered and a write given no connection within the store's
+ * `connectionWaitMs` (1 s here) do.
  */
 async function postgresTls() {
   const label = "[PostgresStore, TLS]";
@@ -1817,6 +1819,34 @@ async function postgresTls() {
         }; expected a refusal for the name (Hostname mismatch) that names workerd's TLS`,
       );
     }
+    // The store's other calls, refused so on a client that never
+    // migrated: a read unanswered, a write given no connection, each in
+    // its bound (1 s), each naming workerd's TLS too.
+    const calls = await call("/tls", {
+      method: "POST",
+      body: JSON.stringify({ url: byName.href, waitMs: 1000, calls: true }),
+    });
+    const named = (said, head) =>
+      typeof said === "string" && said.startsWith(head) &&
+      /, or workerd refused its TLS certificate \(.*\); (retry|nothing was written, so try again)$/
+        .test(said);
+    if (
+      calls.status !== 200 ||
+      !named(
+        calls.body.read,
+        "Error: PostgreSQL did not answer the store's read within 1000ms: ",
+      ) ||
+      !named(
+        calls.body.write,
+        "Error: PostgreSQL gave the store no connection within 1000ms: ",
+      )
+    ) {
+      fail(
+        `${label} a read and a write by a name the certificate does not hold: ${calls.status} ${
+          JSON.stringify(calls.body)
+        }; expected each to name workerd's TLS beside what it says of the pool and the server`,
+      );
+    }
     // sslmode=require, which encrypts without checking the server
     // elsewhere: workerd's startTls checks it all the same.
     const before = mismatches();
@@ -1837,7 +1867,7 @@ async function postgresTls() {
       );
     }
     console.log(
-      `  ${label} verify-full at 127.0.0.1, a certificate naming the address alone: migrated and read; require by localhost refused as verify-full is; verify-full by localhost: refused (${refused.body.error}; workerd's log: ${
+      `  ${label} verify-full at 127.0.0.1, a certificate naming the address alone: migrated and read; require by localhost refused as verify-full is; verify-full by localhost: refused (${refused.body.error}; a read: ${calls.body.read}; a write: ${calls.body.write}; workerd's log: ${
         why?.replace(/^.*failed: /, "") ?? "nothing"
       })`,
     );
