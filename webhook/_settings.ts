@@ -480,6 +480,15 @@ export function workerConfig(
   );
   for (const name of ignored) delete settings[name];
   const config = loadWithDefaults(settings, env as Record<string, unknown>);
+  if (config.database?.hosts !== undefined) {
+    // loadConfig takes it for main.ts, which hands the client its host and
+    // port as lists; postgres.js's Workers build dials `host:port`, and the
+    // Worker's client is given the URL alone.
+    throw new ConfigError(
+      "DATABASE_URL",
+      "DATABASE_URL must be a PostgreSQL URL such as postgres://user:password@host:5432/dbname: its host is an IPv6 address in brackets, which a Cloudflare Worker's PostgreSQL client does not dial: use a host name that resolves to it, or bind Hyperdrive as HYPERDRIVE",
+    );
+  }
   // Unread here, but QStash's console shows it: it must not open the
   // Worker's ops routes either.
   const qstashToken = (env as Record<string, unknown>).QSTASH_TOKEN;

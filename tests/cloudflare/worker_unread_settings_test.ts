@@ -71,6 +71,16 @@ Deno.test("workerConfig() reads DATABASE_URL for a Worker on PostgreSQL, names t
       workerConfig({ ...base, DATABASE_URL: "mysql://x" }, { database: true }),
     /^ConfigError: DATABASE_URL must be a PostgreSQL URL/,
   );
+  // Taken by main.ts, which gives the client its host and port as lists;
+  // the Worker's client is given the URL alone.
+  assert.throws(
+    () =>
+      workerConfig({
+        ...base,
+        DATABASE_URL: "postgres://relayer:s3cret-pw@[::1]:5432/payments",
+      }, { database: true }),
+    /^ConfigError: DATABASE_URL must be a PostgreSQL URL such as postgres:\/\/user:password@host:5432\/dbname: its host is an IPv6 address in brackets, which a Cloudflare Worker's PostgreSQL client does not dial: use a host name that resolves to it, or bind Hyperdrive as HYPERDRIVE$/,
+  );
   // A [vars] number is a setting given, as loadConfig reads it.
   const { unread } = workerConfig({
     ...base,
