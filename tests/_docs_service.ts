@@ -31,7 +31,7 @@ import { testCertificates } from "../support/test_tls.ts";
 import { blackHole } from "./_black_hole.ts";
 import { freshDatabase, postgresAvailable } from "./_postgres.ts";
 import { timeout } from "./_timeout.ts";
-import { tlsSuitesAvailable } from "./_tls_postgres.ts";
+import { ipv6LoopbackAvailable, tlsSuitesAvailable } from "./_tls_postgres.ts";
 
 /** The repository's root, with a trailing slash. */
 const ROOT = fileURLToPath(new URL("..", import.meta.url));
@@ -40,6 +40,9 @@ const PASSWORD = "pw-that-must-not-show-0123";
 
 /** Whether the TLS test runs: `false` only where PostgreSQL or `openssl` is missing, outside CI. */
 const tlsAvailable = await tlsSuitesAvailable("the docs services' TLS test");
+
+/** Whether this machine listens on the IPv6 loopback, for the IPv6 test. */
+const ipv6Loopback = await ipv6LoopbackAvailable();
 
 /** Whether `port` answers /readyz with 200 within 20 s. */
 async function readyWithin(port: number): Promise<boolean> {
@@ -340,6 +343,60 @@ export function docsServiceTests(s: DocsService): void {
         await server?.stop();
         await byAddress.remove();
         await (await anotherMade.catch(() => undefined))?.remove();
+        await Deno.remove(dir, { recursive: true });
+      }
+    }),
+  });
+
+  Deno.test({
+    name:
+      `docs/api.md's ${s.runtime} service connects to a DATABASE_URL at an IPv6 address in brackets ([::1]), which postgres.js cannot read in the URL`,
+    ignore: s.ignore || !postgresAvailable || !ipv6Loopback,
+    fn: timeout(60_000, async () => {
+      const dir = await Deno.makeTempDir({ prefix });
+      let server: Awaited<ReturnType<typeof startPostgres>> | undefined;
+      const free = Deno.listen({ hostname: "127.0.0.1", port: 0 });
+      const port = free.addr.port;
+      free.close();
+      let child: Deno.ChildProcess | undefined;
+      try {
+        server = await startPostgres({
+          settings: { listen_addresses: "127.0.0.1,::1" },
+        });
+        await bundled(await s.service(), dir, port);
+        child = s.command(dir, {
+          ...SETTINGS,
+          DATABASE_URL:
+            `postgres://postgres:${server.password}@[::1]:${server.port}/postgres`,
+        }).spawn();
+        const stdout = new Response(child.stdout).text();
+        const stderr = new Response(child.stderr).text();
+        const up = await Promise.race([
+          readyWithin(port),
+          child.status.then(() => false),
+        ]);
+        if (!up) {
+          try {
+            child.kill("SIGKILL");
+          } catch {
+            // It ended by itself.
+          }
+          await child.status;
+          child = undefined;
+          assert.fail(`it did not start: ${await stderr}`);
+        }
+        child.kill("SIGTERM");
+        assert.equal((await child.status).code, 0, await stderr);
+        child = undefined;
+        assert.match(
+          (await stdout).split("\n")[0]!,
+          new RegExp(
+            `; store PostgreSQL \\[::1\\]:${server.port}/postgres, no TLS$`,
+          ),
+        );
+      } finally {
+        await killed(child);
+        await server?.stop();
         await Deno.remove(dir, { recursive: true });
       }
     }),
