@@ -23,6 +23,8 @@ import {
   sharedClient,
 } from "../_postgres.ts";
 import { runMove, runTool } from "./_run_tool.ts";
+import { startPostgres } from "../../support/postgres_server.ts";
+import { ipv6LoopbackAvailable } from "../_tls_postgres.ts";
 import { moveSchemaOn, namesIn, schemaVersion } from "../_kv_files.ts";
 import { timeout } from "../_timeout.ts";
 
@@ -377,6 +379,36 @@ Deno.test({
     } finally {
       await sql.end();
       await admin.unsafe(`DROP DATABASE IF EXISTS "${name}" WITH (FORCE)`);
+      await Deno.remove(dir, { recursive: true });
+    }
+  }),
+});
+
+Deno.test({
+  name:
+    "deno task kv-to-postgres moves into a database at an IPv6 address in brackets ([::1]), as the service connects to it",
+  ignore: !postgresAvailable || !await ipv6LoopbackAvailable(),
+  fn: timeout(30_000, async () => {
+    const server = await startPostgres({
+      settings: { listen_addresses: "127.0.0.1,::1" },
+    });
+    const dir = await Deno.makeTempDir({ prefix: "kv_to_postgres_open_" });
+    const path = `${dir}/relayer.kv`;
+    const sql = postgres(server.url, { onnotice: () => {}, max: 1 });
+    try {
+      await aStore(path);
+      // Before: "getaddrinfo ENOTFOUND [", exit 2.
+      const run = await runMove({
+        KV_PATH: path,
+        DATABASE_URL:
+          `postgres://postgres:${server.password}@[::1]:${server.port}/postgres`,
+      }, dir);
+      assert.equal(run.code, 0, `${run.out}${run.err}`);
+      const [n] = await sql`SELECT count(*)::int AS n FROM relayer.intents`;
+      assert.equal(n?.n, 1);
+    } finally {
+      await sql.end();
+      await server.stop();
       await Deno.remove(dir, { recursive: true });
     }
   }),
