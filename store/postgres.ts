@@ -1506,9 +1506,17 @@ export class PostgresStore implements Store {
       if (aborted !== null) throw aborted;
       if (code === "23505" || code === "40001" || code === "40P01") {
         // A unique violation, serialization failure or deadlock: another
-        // writer won; the caller re-reads.
+        // writer won; the caller re-reads. The store's own writes take
+        // their locks in one order, so only another session (a DBA's
+        // script, a report) meets them in a deadlock: said so, for the one
+        // who looks for it.
+        const said = oneLine(
+          String((error as { message?: unknown })?.message),
+        );
         throw new ConflictError(
-          `Cannot ${what} as another writer changed it at the same time; re-read it`,
+          code === "40P01"
+            ? `Cannot ${what} as PostgreSQL ended it in a deadlock with another session (${said}): nothing was written; re-read it and try again (the server's log names the other session)`
+            : `Cannot ${what} as another writer changed it at the same time; re-read it`,
           { cause: error },
         );
       }

@@ -1,0 +1,107 @@
+/**
+ * PostgresStore's write that the server ends in a deadlock with another
+ * session (40P01: a DBA's script or a report that locks the store's rows
+ * in another order than the store does), on a real server: the write is a
+ * `ConflictError` that names the deadlock and says nothing was written,
+ * nothing of it landed, and the same write, read again, lands once the
+ * other session is done.
+ *
+ * The store's sessions take the database's `deadlock_timeout` of 50 ms,
+ * the other session 10 s, so the store's is the one the server ends, at
+ * once.
+ *
+ * @module
+ */
+
+import assert from "node:assert/strict";
+import postgres from "postgres";
+import { ConflictError } from "../../mod.ts";
+import { PostgresStore } from "../../store/postgres.ts";
+import {
+  freshDatabase,
+  postgresAvailable,
+  sharedClient,
+} from "../_postgres.ts";
+import { timeout } from "../_timeout.ts";
+import { waitingOnLock } from "./_waiting_on_lock.ts";
+
+const NAME = "relayer_deadlock";
+
+Deno.test({
+  name:
+    "PostgresStore's write ended in a deadlock with another session is a ConflictError naming the deadlock, nothing of it written, and lands when asked again",
+  ignore: !postgresAvailable,
+  fn: timeout(30_000, async () => {
+    const database = await freshDatabase();
+    const name = new URL(database.url).pathname.slice(1);
+    // The run's client, on another database: it watches the write's wait
+    // while `admin`'s one connection is in the other session's transaction.
+    const watch = await sharedClient();
+    await watch.unsafe(
+      `ALTER DATABASE "${name}" SET deadlock_timeout = '50ms'`,
+    );
+    const sql = postgres(database.url, {
+      onnotice: () => {},
+      connection: { application_name: NAME },
+    });
+    const admin = postgres(database.url, { max: 1, onnotice: () => {} });
+    const store = new PostgresStore(sql);
+    try {
+      await store.migrate();
+      const intent = await store.createIntent({
+        id: "pi_0001",
+        state: "authorized",
+        hold: "pending",
+      });
+      // A lease that lapsed: the write takes it, after its intent's row.
+      await admin`INSERT INTO relayer.leases VALUES ('pi_0001', 'd0', 0)`;
+      const lease = { owner: "d1", ttlMs: 30_000, now: 1000, keep: true };
+      const change = {
+        from: "authorized",
+        to: "settling",
+        version: intent.version,
+        at: 1000,
+      } as const;
+      let write: Promise<unknown> | undefined;
+      const other = admin.begin(async (tx) => {
+        await tx`SET LOCAL deadlock_timeout = '10s'`;
+        await tx`SELECT 1 FROM relayer.leases WHERE intent_id = 'pi_0001' FOR UPDATE`;
+        write = store.transition("pi_0001", change, { lease });
+        write.catch(() => {});
+        await waitingOnLock(watch, NAME, "the write");
+        // The intent's row, which the write holds: a deadlock.
+        await tx`UPDATE relayer.intents SET last_error = last_error WHERE id = 'pi_0001'`;
+      });
+      await other;
+      await assert.rejects(write!, (error: unknown) => {
+        assert.ok(error instanceof ConflictError, String(error));
+        assert.match(
+          error.message,
+          /^Cannot move pi_0001 from authorized to settling as PostgreSQL ended it in a deadlock with another session \(deadlock detected\): nothing was written; re-read it and try again \(the server's log names the other session\)$/,
+        );
+        assert.equal((error.cause as { code?: unknown })?.code, "40P01");
+        return true;
+      });
+      const [seen] = await admin`
+        SELECT i.state, i.version::text AS version, l.owner
+        FROM relayer.intents i LEFT JOIN relayer.leases l ON l.intent_id = i.id
+        WHERE i.id = 'pi_0001'`;
+      assert.deepEqual({ ...seen }, {
+        state: "authorized",
+        version: intent.version,
+        owner: "d0",
+      });
+      const again = await store.getIntent("pi_0001");
+      const settling = await store.transition("pi_0001", {
+        ...change,
+        version: again!.version,
+      }, { lease });
+      assert.equal(settling.state, "settling");
+    } finally {
+      store.close();
+      await sql.end();
+      await admin.end();
+      await database.drop();
+    }
+  }),
+});
