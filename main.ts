@@ -981,6 +981,14 @@ export function openHint(message: string, direct: boolean): string {
   ) {
     return " (no database of that name on this server: correct the name in DATABASE_URL, or create it (CREATE DATABASE); one renamed or dropped since the service last ran is missing too)";
   }
+  // PgBouncer's refusal of a setting the URL's query sent at connect
+  // (postgres.js sends each parameter it does not read as one); the server
+  // itself takes them.
+  const unsupported = /\bunsupported startup parameter: (\S+)/.exec(message);
+  if (unsupported) {
+    const name = unsupported[1];
+    return ` (the pooler in front of PostgreSQL (PgBouncer) takes no ?${name}= from DATABASE_URL at connect: remove it from DATABASE_URL and set what it sets on the role instead (ALTER ROLE … SET …), which each server session the pooler opens takes)`;
+  }
   if (/certificate|self[- ]signed/i.test(message)) {
     return " (the server's TLS certificate does not chain to a CA this process trusts, or names another host: give Deno the CA with DENO_CERT=<file>, and connect by a name the certificate holds)";
   }

@@ -227,6 +227,47 @@ Deno.test({
 
 Deno.test({
   name:
+    "the service through PgBouncer refuses a DATABASE_URL whose query sets a server setting at connect (?options=, ?search_path=), which PgBouncer takes from no client, in one line saying to set it on the role",
+  ignore: !available,
+  async fn() {
+    const database = await freshDatabase();
+    const bouncer = await pooler("transaction");
+    const url = new URL(bouncer.url);
+    url.pathname = new URL(database.url).pathname;
+    const env = {
+      SENDER_URL: "http://127.0.0.1:9",
+      WEBHOOK_SECRET: "a-secret-of-16-chars",
+    };
+    try {
+      for (
+        const [query, name] of [
+          ["?prepare=false&options=-c%20search_path%3Dpayments", "options"],
+          ["?prepare=false&search_path=payments", "search_path"],
+        ]
+      ) {
+        url.search = query!;
+        await assert.rejects(
+          openService(loadConfig({ ...env, DATABASE_URL: url.href }), {
+            log: () => {},
+          }),
+          (error) => {
+            assert.ok(error instanceof ConfigError, String(error));
+            assert.equal(
+              error.message.replace(/:\d+\/\S+, /, ":PORT/DB, "),
+              `DATABASE_URL: cannot open PostgreSQL 127.0.0.1:PORT/DB, no TLS: unsupported startup parameter: ${name} (the pooler in front of PostgreSQL (PgBouncer) takes no ?${name}= from DATABASE_URL at connect: remove it from DATABASE_URL and set what it sets on the role instead (ALTER ROLE … SET …), which each server session the pooler opens takes)`,
+            );
+            return true;
+          },
+        );
+      }
+    } finally {
+      await database.drop();
+    }
+  },
+});
+
+Deno.test({
+  name:
     "the service refuses a DATABASE_URL through a pooler in transaction mode in one line naming ?prepare=false, and serves with it",
   ignore: !available,
   async fn() {
