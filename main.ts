@@ -779,6 +779,7 @@ async function migrateAtStart(
   log: (line: string) => void,
   gaveUp: () => boolean,
   hide: (text: string) => string,
+  attrs: string | null = null,
 ): Promise<void> {
   for (let tries = 1;; tries++) {
     try {
@@ -792,8 +793,15 @@ async function migrateAtStart(
       if (!lostAtStart(error) || gaveUp()) throw error;
       const message = hide(messageOf(error));
       if (tries === MIGRATE_TRIES) {
+        // postgres.js ends a connection itself, at its start, to a server
+        // that does not fit the URL's target_session_attrs, and tries the
+        // same host again: each try meets it, the database up.
+        const unfit = attrs !== null &&
+          (error as { code?: unknown }).code === "CONNECTION_DESTROYED";
         throw new Error(
-          `${message} (the connection was lost at each of ${MIGRATE_TRIES} tries: start again once the database is up)`,
+          unfit
+            ? `${message} (the client ended each connection at its start, at each of ${MIGRATE_TRIES} tries, as DATABASE_URL's target_session_attrs=${attrs} asks of a server that does not fit it: for primary or read-write, a hot standby (an old primary after a failover; SELECT pg_is_in_recovery()), or sessions read-only for the role or database (SHOW default_transaction_read_only); point DATABASE_URL at the primary, or turn that setting off)`
+            : `${message} (the connection was lost at each of ${MIGRATE_TRIES} tries: start again once the database is up)`,
           { cause: error },
         );
       }
@@ -862,6 +870,7 @@ async function openPostgres(
       log,
       () => gaveUp,
       (text) => text.replaceAll(database.url, "DATABASE_URL"),
+      new URL(database.url).searchParams.get("target_session_attrs"),
     );
     migrated.catch(() => {});
     await Promise.race([

@@ -944,3 +944,38 @@ Deno.test({
     }
   },
 });
+
+Deno.test({
+  name:
+    "openService() says a DATABASE_URL's target_session_attrs ended each connection, and what to look at, where a server that does not fit it (sessions read-only, for read-write) is up: not that the connection was lost and to start again once the database is up",
+  ignore: !postgresAvailable,
+  fn: async () => {
+    const database = await freshDatabase();
+    const name = new URL(database.url).pathname.slice(1);
+    await (await sharedClient()).unsafe(
+      `ALTER DATABASE "${name}" SET default_transaction_read_only = on`,
+    );
+    const url = new URL(database.url);
+    url.search = "?target_session_attrs=read-write";
+    const lines: string[] = [];
+    try {
+      // The start's 4 tries, 0.25, 0.5 and 1 s apart: 1.75 s of waits.
+      await assert.rejects(
+        openService(loadConfig({ ...base, DATABASE_URL: url.href }), {
+          log: (line) => lines.push(line),
+        }),
+        (error) => {
+          assert.ok(error instanceof ConfigError, String(error));
+          assert.match(
+            error.message,
+            /^DATABASE_URL: cannot open PostgreSQL 127\.0\.0\.1:\d+\/\S+, no TLS: write CONNECTION_DESTROYED 127\.0\.0\.1:\d+ \(the client ended each connection at its start, at each of 4 tries, as DATABASE_URL's target_session_attrs=read-write asks of a server that does not fit it: for primary or read-write, a hot standby \(an old primary after a failover; SELECT pg_is_in_recovery\(\)\), or sessions read-only for the role or database \(SHOW default_transaction_read_only\); point DATABASE_URL at the primary, or turn that setting off\)$/,
+          );
+          return true;
+        },
+      );
+      assert.equal(lines.length, 3, lines.join("\n"));
+    } finally {
+      await database.drop();
+    }
+  },
+});
