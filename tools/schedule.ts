@@ -169,6 +169,12 @@ export interface Schedule {
    * job, and is dropped with no dead letter: the service refuses to start.
    */
   readonly retentionNeedMs?: number;
+  /**
+   * Whether the Pub/Sub `retentionMs` counted is Pub/Sub's default, 7 days,
+   * because none was given (`--message-retention` unset, no dead-letter
+   * policy): the service counts its `PUBSUB_MESSAGE_RETENTION` unset so.
+   */
+  readonly retentionDefault?: true;
   /** The guaranteed time from the first delivery to the last: `rescueWindow(policy, queue)`. */
   readonly guaranteedMs: number;
   /** The longest time from the first delivery to the last (every delay at its maximum). */
@@ -231,7 +237,10 @@ function lowerBound(delayMs: number, strategy: Jitter): number {
  * delays with no limit.
  * @param options `clockSkewMs`: how far apart the instances' clocks may be,
  * the service's `CLOCK_SKEW` (its default, 5 s, when absent; 0 for one
- * clock; at most 10 min, as the service takes it).
+ * clock; at most 10 min, as the service takes it). `retentionDefault`:
+ * whether a Pub/Sub queue's `retentionMs` is Pub/Sub's default, counted
+ * because none was given, which the printed lines then say (false unless
+ * given).
  * @returns The rows and the verdict.
  * @throws {RangeError} If the policy, a queue limit or `clockSkewMs` is
  * invalid, or `maxDeliveries` is above {@linkcode MAX_SCHEDULE_DELIVERIES}
@@ -276,7 +285,10 @@ function lowerBound(delayMs: number, strategy: Jitter): number {
 export function schedule(
   policy: Partial<Policy> = {},
   queue?: QueueLimits,
-  options: { readonly clockSkewMs?: number } = {},
+  options: {
+    readonly clockSkewMs?: number;
+    readonly retentionDefault?: boolean;
+  } = {},
 ): Schedule {
   const checked = definePolicy(policy);
   if (checked.maxDeliveries > MAX_SCHEDULE_DELIVERIES) {
@@ -349,6 +361,10 @@ export function schedule(
     ...(own < needMs ? { ownTooShortMs: own } : {}),
     ...(retentionShortNow
       ? { retentionNeedMs: retentionEnoughMs(queue, checked.maxDeliveries) }
+      : {}),
+    ...(options.retentionDefault === true && queue?.kind === "pubsub" &&
+        queue.retentionMs !== undefined
+      ? { retentionDefault: true }
       : {}),
   };
 }
@@ -435,7 +451,7 @@ export function verdict(s: Schedule): string {
     : `; ${ownTooShortText(s.ownTooShortMs, stuckAfterMs, s.clockSkewMs)}`;
   const retention = s.queue?.kind === "pubsub" &&
       s.retentionNeedMs !== undefined
-    ? `; ${
+    ? `; ${s.retentionDefault ? `${DEFAULT_RETENTION_TEXT}: ` : ""}${
       expiresText(s.queue, s.policy.maxDeliveries, expires ? s.rows.length : 0)
     }`
     : "";
@@ -658,7 +674,7 @@ export function formatSchedule(s: Schedule): string {
   return [
     `policy  ${describePolicy(s.policy, s.queue)}`,
     ...(s.queue?.kind === "pubsub" && s.queue.retentionMs !== undefined
-      ? [retentionLine(s.queue)]
+      ? [retentionLine(s.queue, s.retentionDefault === true)]
       : []),
     "",
     line(header),
@@ -668,12 +684,22 @@ export function formatSchedule(s: Schedule): string {
   ].join("\n") + "\n";
 }
 
+/**
+ * The words for a Pub/Sub retention counted as Pub/Sub's default, none
+ * given: the service's refusal says its `PUBSUB_MESSAGE_RETENTION` unset so.
+ */
+const DEFAULT_RETENTION_TEXT =
+  `--message-retention is unset, so the subscription's is counted as Pub/Sub's default, ${
+    formatDuration(PUBSUB_DEFAULT_RETENTION_MS)
+  }`;
+
 /** What a Pub/Sub message retention is counted against, in one line. */
 function retentionLine(
   queue: Extract<QueueLimits, { kind: "pubsub" }>,
+  isDefault: boolean,
 ): string {
-  return `retention ${
-    formatDuration(queue.retentionMs ?? 0)
+  return `retention ${formatDuration(queue.retentionMs ?? 0)}${
+    isDefault ? " (Pub/Sub's default: --message-retention is unset)" : ""
   }; each failed push counted ${
     formatDuration(queue.ackDeadlineMs ?? DEFAULT_QUEUE_ACK_DEADLINE_MS)
   } (ack deadline) and ${
@@ -1083,6 +1109,12 @@ export type Flags =
      * or `--dlq-message-retention`: what `createQueueHandler` is given.
      */
     readonly cloudflareRetentions?: CloudflareRetentions;
+    /**
+     * `true` where `--queue pubsub` has neither `--message-retention` nor
+     * a dead-letter policy: the queue's `retentionMs` is Pub/Sub's default,
+     * 7 days, as the service counts `PUBSUB_MESSAGE_RETENTION` unset.
+     */
+    readonly retentionDefault?: true;
     /** Where to write the chart; none when absent. */
     readonly svg?: string;
   };
@@ -1209,7 +1241,10 @@ function queueFrom(
   raw: Partial<Record<QueueFlag, string>>,
   policy: Policy,
   clockSkewMs: number,
-  out: { cloudflareRetentions?: CloudflareRetentions } = {},
+  out: {
+    cloudflareRetentions?: CloudflareRetentions;
+    retentionDefault?: true;
+  } = {},
 ): QueueLimits | undefined {
   const kind = raw["--queue"];
   const bad = (flag: QueueFlag, error?: unknown): UsageError =>
@@ -1280,6 +1315,7 @@ function queueFrom(
       return {};
     }
     const env = serviceEnv();
+    if (retentionText === undefined) out.retentionDefault = true;
     const retentionMs = retentionText === undefined
       ? PUBSUB_DEFAULT_RETENTION_MS
       : asService(() => pubsubRetention(env))!;
@@ -1529,7 +1565,10 @@ export function parseFlags(args: readonly string[]): Flags {
     );
   }
   const clockSkewMs = clockSkewFrom(rawSkew);
-  const out: { cloudflareRetentions?: CloudflareRetentions } = {};
+  const out: {
+    cloudflareRetentions?: CloudflareRetentions;
+    retentionDefault?: true;
+  } = {};
   const queue = queueFrom(rawQueue, policy, clockSkewMs, out);
   return {
     help: false,
@@ -1539,6 +1578,7 @@ export function parseFlags(args: readonly string[]): Flags {
     ...(out.cloudflareRetentions === undefined
       ? {}
       : { cloudflareRetentions: out.cloudflareRetentions }),
+    ...(out.retentionDefault ? { retentionDefault: true } : {}),
     ...(svg === undefined ? {} : { svg }),
   };
 }
@@ -1596,6 +1636,7 @@ export async function main(
   }
   const s = schedule(flags.policy, flags.queue, {
     clockSkewMs: flags.clockSkewMs,
+    retentionDefault: flags.retentionDefault === true,
   });
   output.out(formatSchedule(s).trimEnd());
   const retention = cloudflareRetentionVerdict(flags);

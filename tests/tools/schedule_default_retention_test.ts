@@ -8,7 +8,7 @@
  */
 
 import assert from "node:assert/strict";
-import { parseFlags, schedule, verdict } from "../../tools/schedule.ts";
+import { main, parseFlags, schedule, verdict } from "../../tools/schedule.ts";
 import { ConfigError, loadConfig } from "../../webhook/config.ts";
 
 const ENV = {
@@ -61,4 +61,38 @@ Deno.test("tools/schedule.ts --queue pubsub without --message-retention or a dea
     (flags.queue as { retentionMs?: number }).retentionMs,
     undefined,
   );
+});
+
+/** What `main(args)` printed to stdout. */
+async function printed(args: readonly string[]): Promise<string> {
+  let stdout = "";
+  await main(args, { out: (line) => stdout += `${line}\n`, err: () => {} });
+  return stdout;
+}
+
+Deno.test("tools/schedule.ts --queue pubsub without --message-retention or a dead-letter policy says the retention it counts is Pub/Sub's default, as the service's refusal does", async () => {
+  const args = [
+    "--max-deliveries=968",
+    "--queue=pubsub",
+    "--min-backoff=10s",
+    "--max-backoff=10m",
+  ];
+  const unset = await printed(args);
+  assert.match(
+    unset,
+    /^retention 168h0m0s \(Pub\/Sub's default: --message-retention is unset\); /m,
+  );
+  assert.match(
+    unset,
+    /; --message-retention is unset, so the subscription's is counted as Pub\/Sub's default, 168h0m0s: MESSAGE MAY EXPIRE /,
+  );
+  // The service's refusal of the same settings says it the same way.
+  assert.throws(
+    () => loadConfig({ ...ENV, MAX_DELIVERIES: "968" }),
+    /PUBSUB_MESSAGE_RETENTION is unset, so the subscription's is counted as Pub\/Sub's default, 168h0m0s,/,
+  );
+  // Given, even as long as the default, it is the one given.
+  const given = await printed([...args, "--message-retention=168h"]);
+  assert.match(given, /^retention 168h0m0s; /m);
+  assert.doesNotMatch(given, /Pub\/Sub's default/);
 });
