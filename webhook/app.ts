@@ -1337,6 +1337,12 @@ function decodeBase64(
   }
 }
 
+/** The bytes that `data`, standard base64 as `decodeBase64` takes it, holds. */
+function base64Bytes(data: string): number {
+  const padding = data.endsWith("==") ? 2 : data.endsWith("=") ? 1 : 0;
+  return data.length / 4 * 3 - padding;
+}
+
 /**
  * The source message a Pub/Sub dead-letter push forwards, as every copy
  * of it names it. Pub/Sub dead-letters on a best-effort basis, so one
@@ -2948,12 +2954,16 @@ export function createApp(deps: AppDeps): WebhookApp {
     // The retries QStash allowed the message (`maxRetries`, as it applied
     // them: a plan's cap, a publisher's Upstash-Retries), else the
     // deliveries it made: a message it ended early (its 489) made fewer.
+    // One over MAX_BODY_BYTES was ended so at its first delivery
+    // (/v1/qstash keeps it and answers 489): its deliveries say nothing
+    // of its retries, and no Upstash-Retries would have helped.
     qstashGaveUpEarly(
       job,
       typeof maxRetries === "number" && Number.isSafeInteger(maxRetries) &&
         maxRetries >= 0
         ? maxRetries + 1
-        : isCount(counted)
+        : isCount(counted) &&
+            base64Bytes(sourceBody as string) <= maxBodyBytes
         ? counted
         : undefined,
     );

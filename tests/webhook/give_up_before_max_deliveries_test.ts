@@ -19,7 +19,7 @@ import {
   NOW,
   withDeadLetterRoute,
 } from "./_app.ts";
-import { failedRequest, QSTASH } from "./_signing.ts";
+import { failedRequest, QSTASH, signQStash } from "./_signing.ts";
 import { loadConfig } from "../../webhook/config.ts";
 
 const job = { intentId: "pi_0001", kind: "settle" } as const;
@@ -131,6 +131,50 @@ Deno.test("POST /v1/qstash/failed names a message QStash allowed fewer retries t
       what,
     );
   }
+});
+
+Deno.test("POST /v1/qstash/failed without maxRetries says nothing of a message over MAX_BODY_BYTES, which /v1/qstash ended at its first delivery (489), and resolves it", async () => {
+  // The job, read well, padded past the limit (64 KiB): its failure
+  // callback, 4/3 of it, is within the callback's own limit.
+  const source = JSON.stringify(job) + " ".repeat(70_000);
+  const { app, store, lines } = await service();
+  const delivered = await app.request("/v1/qstash", {
+    method: "POST",
+    body: source,
+    headers: {
+      "content-type": "application/json",
+      "upstash-signature": await signQStash(source),
+      "upstash-message-id": "msg_big",
+      "upstash-retried": "0",
+    },
+  });
+  assert.equal(delivered.status, 489, await delivered.text());
+  assert.equal(delivered.headers.get("upstash-nonretryable-error"), "true");
+  // QStash gives up at once, after 1 delivery of the 3: no retry was
+  // spent, so no Upstash-Retries would have helped.
+  const res = await app.request(
+    "/v1/qstash/failed",
+    await failedRequest(JSON.stringify({
+      status: 489,
+      retried: 0,
+      dlqId: "dlq_msg_big",
+      sourceMessageId: "msg_big",
+      url: QSTASH.url,
+      method: "POST",
+      sourceBody: btoa(source),
+    })),
+  );
+  assert.equal(res.status, 200, await res.text());
+  assert.equal((await store.getIntent("pi_0001"))?.state, "needs_review");
+  assert.deepEqual(early(lines), []);
+  // One within the limit, as QStash ended it (retried 0): its retries.
+  const { app: again, lines: said } = await service();
+  const small = await again.request(
+    "/v1/qstash/failed",
+    await callback(0, undefined),
+  );
+  assert.equal(small.status, 200, await small.text());
+  assert.equal(early(said).length, 1, said.join("\n"));
 });
 
 Deno.test("POST /v1/pubsub/dead-letter names a message dead-lettered before MAX_DELIVERIES, not one at it, nor one whose count cannot be read", async () => {
