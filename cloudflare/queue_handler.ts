@@ -175,7 +175,7 @@ export interface QueueHandlerOptions {
   /**
    * The jobs queue's message retention, in milliseconds (whole seconds,
    * 60 s to 14 days; 4 days unless set, 24 h fixed on the Workers Free
-   * plan), checked when given:
+   * plan), checked:
    * Cloudflare deletes a message whose retention ends, retried or not,
    * with no dead letter, so the retention must outlast the waits the
    * handler asks over `maxRetries` retries (each up to the policy's
@@ -184,7 +184,10 @@ export interface QueueHandlerOptions {
    * delivery's batch runs too (up to 15 min) and a backlog waits, so set
    * more; a refusal suggests 1 day, which every plan allows (the Workers
    * Free plan keeps messages 24 h), or more where the floor needs it. Not
-   * given, not checked.
+   * given, it is counted as 24 h, the least a plan keeps unless set (the
+   * handler cannot see the plan): waits that outlast it are refused, and
+   * on a paid plan giving the queue's retention (4 days unless set) is the
+   * way past that.
    */
   readonly messageRetentionMs?: number | undefined;
   /**

@@ -362,8 +362,10 @@ function roomText(
 
 /**
  * The refusal of message retentions that end while the handler may still
- * retry a message there, or `undefined` when both hold (or are not
- * given). Each retention given must be one Cloudflare allows
+ * retry a message there, or `undefined` when both hold. The jobs queue's,
+ * not given, is counted as {@linkcode CLOUDFLARE_FREE_RETENTION_MS}, the
+ * least any plan keeps unless set; the dead-letter queue's is checked only
+ * when given. Each retention given must be one Cloudflare allows
  * ({@linkcode cloudflareRetentionAllowed}); the caller checks that first.
  *
  * ```ts
@@ -385,8 +387,14 @@ export function cloudflareRetentionRefusal(
   },
   deadLetterQueue: string,
 ): CloudflareRetentionRefusal | undefined {
-  const jobs = retentions.messageRetentionMs;
-  if (jobs !== undefined) {
+  // Not given, the least any plan keeps a queue's messages unless set:
+  // 24 h, fixed on the Workers Free plan (a paid plan keeps 4 days). The
+  // handler cannot see the plan, and a job still retried past the
+  // retention is deleted with no dead letter: on a paid plan, giving the
+  // retention is the way past it.
+  const given = retentions.messageRetentionMs;
+  const jobs = given ?? CLOUDFLARE_FREE_RETENTION_MS;
+  {
     const span = cloudflareJobsSpanSeconds(limits);
     const delay = Math.ceil((limits.deliveryDelayMs ?? 0) / 1000);
     if (jobs / 1000 <= span) {
@@ -398,7 +406,13 @@ export function cloudflareRetentionRefusal(
       );
       return {
         option: "messageRetentionMs",
-        text: `${formatDuration(jobs)}: ${
+        text: `${
+          given === undefined
+            ? `not given, so it is counted as ${
+              formatDuration(jobs)
+            }, the Workers Free plan's (fixed there; a paid plan keeps messages 4 days unless set)`
+            : formatDuration(jobs)
+        }: ${
           delay > 0
             ? `a message's delivery delay (${
               formatDuration(delay * 1000)

@@ -257,8 +257,14 @@ function cloudflareDeadLetterRetries(policy: Policy): number {
       });
       dlqRetries.set(policy.baseMs, retries);
       return retries;
-    } catch {
-      // refused: one more
+    } catch (error) {
+      // Refused for its retries: one more. Refused for what it checks
+      // after them (the jobs queue's retention, not given here, counted as
+      // 24 h, which 100 retries may outlast): these retries were taken.
+      if (!String(error).includes("'deadLetterMaxRetries'")) {
+        dlqRetries.set(policy.baseMs, retries);
+        return retries;
+      }
     }
   }
   throw new Error("no deadLetterMaxRetries taken");

@@ -277,16 +277,19 @@ Deno.test("createQueueHandler() counts a queue's delivery delay in the jobs queu
   handler(relayer, { messageRetentionMs: 781_000, deliveryDelayMs: 60_000 });
   // Counted against the dead-letter queue too, where a message moves with
   // its age: 24 h, 12 min and a busy give-up's 2 min. Whole seconds, as
-  // Cloudflare delays.
+  // Cloudflare delays. (The jobs queue's, not given, would be counted as
+  // 24 h, which that delay and those waits outlast: given.)
   assert.throws(
     () =>
       handler(relayer, {
+        messageRetentionMs: 4 * DAY_MS,
         deadLetterMessageRetentionMs: 87_240_000,
         deliveryDelayMs: 86_400_000,
       }),
     /'deadLetterMessageRetentionMs' is 24h14m0s: .*so it may be 24h14m0s old/,
   );
   handler(relayer, {
+    messageRetentionMs: 4 * DAY_MS,
     deadLetterMessageRetentionMs: 87_241_000,
     deliveryDelayMs: 86_400_000,
   });
@@ -349,7 +352,9 @@ Deno.test("createQueueHandler() counts a dead-letter message's retention from it
       option,
     );
   }
-  // Waits no retention spans: none Cloudflare allows is longer.
+  // Waits no retention spans: none Cloudflare allows is longer, on the
+  // jobs queue first (its retention not given, counted as 24 h), where the
+  // 1054h46m40s of waits come before the give-up's.
   const slow = createRelayer({
     store: new MemoryStore(),
     sender: new ScriptedSender({}),
@@ -361,7 +366,7 @@ Deno.test("createQueueHandler() counts a dead-letter message's retention from it
         maxRetries: 100,
         deadLetterMessageRetentionMs: 14 * DAY_MS,
       }),
-    /is 336h0m0s: .* so it may be 1066h46m40s old, .*No retention Cloudflare allows \(14 days at most\) is longer: lower the consumer's max_retries \(and maxRetries\), the policy's CAP or the LEASE$/,
+    /'messageRetentionMs' is not given, so it is counted as 24h0m0s, .* span up to 1054h46m40s .*No retention Cloudflare allows \(14 days at most\) is longer: lower the consumer's max_retries \(and maxRetries\), the policy's CAP or the LEASE$/,
   );
 });
 
@@ -395,11 +400,16 @@ Deno.test("createQueueHandler()'s retention rule at its edges: a wait of a fract
     () =>
       handler(slow, {
         maxRetries: 27,
+        messageRetentionMs: 14 * DAY_MS,
         deadLetterMessageRetentionMs: 14 * DAY_MS,
       }),
     /so it may be 336h0m0s old, .*No retention Cloudflare allows \(14 days at most\) is longer/,
   );
-  handler(slow, { maxRetries: 26, deadLetterMessageRetentionMs: 14 * DAY_MS });
+  handler(slow, {
+    maxRetries: 26,
+    messageRetentionMs: 14 * DAY_MS,
+    deadLetterMessageRetentionMs: 14 * DAY_MS,
+  });
 
   // A queue of 4 deliveries and a short lease: the give-up is answered
   // busy with the policy's delay after delivery 4 (40 s), longer than the
@@ -606,5 +616,51 @@ Deno.test("createQueueHandler() names the delivery delay among what to lower whe
   assert.throws(
     () => handler(slow, { maxRetries: 100, messageRetentionMs: 14 * DAY_MS }),
     /the policy's CAP or the LEASE$/,
+  );
+});
+
+Deno.test("createQueueHandler() counts a jobs queue's message retention not given as 24 h, the least a plan keeps unless set (the Workers Free plan's, fixed): waits that span more are refused, saying so", () => {
+  // BASE 1h, CAP 12h: 1h, 2h, 4h, 8h, then 12 h (the most a retry is
+  // delayed) five times, 75 h over 9 retries. On the Workers Free plan the
+  // message is deleted after 24 h while it is still retried.
+  const slow = createRelayer({
+    store: new MemoryStore(),
+    sender: new ScriptedSender({}),
+    policy: definePolicy({ baseMs: 3_600_000, capMs: 43_200_000 }),
+  });
+  assert.throws(() => handler(slow), {
+    name: "RangeError",
+    message:
+      "Cannot create queue handler as 'messageRetentionMs' is not given, so it is counted as 24h0m0s, the Workers Free plan's (fixed there; a paid plan keeps messages 4 days unless set): the waits this handler asks between a message's 10 deliveries (max_retries = 9) span up to 75h0m0s (the policy's backoff, or a busy intent's lease), and Cloudflare deletes a message whose retention ends, with no dead letter: a job still being retried would be lost and its intent stranded. Set the jobs queue's message retention above 75h0m0s (the least this check takes is 75h0m1s), with room: up to 15m0s for each of the 10 batches it is in (a consumer invocation's wall-clock limit), and a backlog: wrangler queues update <queue> --message-retention-period-secs 279001 (77h30m1s; only a paid plan allows it: the Workers Free plan keeps messages 24 h, fixed), and pass the same as messageRetentionMs (the example Worker reads it from CLOUDFLARE_MESSAGE_RETENTION)",
+  });
+  // A paid plan's default, 4 days, given: taken.
+  handler(slow, { messageRetentionMs: 4 * DAY_MS });
+  // Waits that end within 24 h are taken not given: 1h, 2h, 4h, 8h (15 h)
+  // over 4 retries, and with a dead-letter queue's retention given.
+  const five = createRelayer({
+    store: new MemoryStore(),
+    sender: new ScriptedSender({}),
+    policy: definePolicy({
+      maxDeliveries: 5,
+      baseMs: 3_600_000,
+      capMs: 43_200_000,
+    }),
+  });
+  handler(five, { maxRetries: 4 });
+  handler(five, { maxRetries: 4, deadLetterMessageRetentionMs: 14 * DAY_MS });
+  // 24 h itself is refused, as a retention given as long is.
+  const day = createRelayer({
+    store: new MemoryStore(),
+    sender: new ScriptedSender({}),
+    policy: definePolicy({
+      maxDeliveries: 3,
+      baseMs: 43_200_000,
+      capMs: 43_200_000,
+    }),
+  });
+  assert.throws(() => handler(day, { maxRetries: 2 }), /span up to 24h0m0s/);
+  assert.throws(
+    () => handler(day, { maxRetries: 2, messageRetentionMs: DAY_MS }),
+    /'messageRetentionMs' is 24h0m0s: /,
   );
 });
