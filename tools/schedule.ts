@@ -22,9 +22,9 @@
  * delivery, or (Pub/Sub, `--message-retention`, else Pub/Sub's default of
  * 7 days where there is no dead-letter policy) when a message may expire
  * before its job is resolved, as `checkQueue` and the service's start
- * check count it, or (Cloudflare, `--message-retention` or
- * `--dlq-message-retention`) when `createQueueHandler` would refuse the
- * retention, printing its refusal. {@linkcode schedule} is the pure computation behind it.
+ * check count it, or (Cloudflare, `--message-retention`, else 24 h, the
+ * Workers Free plan's, or `--dlq-message-retention`) when
+ * `createQueueHandler` would refuse the retention, printing its refusal. {@linkcode schedule} is the pure computation behind it.
  *
  * @module
  */
@@ -82,6 +82,7 @@ import {
 } from "../webhook/config.ts";
 import { chartSvg } from "../support/chart.ts";
 import {
+  CLOUDFLARE_FREE_RETENTION_MS,
   cloudflareDeadLetterAgeSeconds,
   cloudflareJobsSpanSeconds,
   type CloudflareRetentionLimits,
@@ -944,8 +945,9 @@ const CLOUDFLARE_DLQ = "relayer-jobs-dlq";
  * The verdict `createQueueHandler` gives on the Cloudflare retentions the
  * flags name (one rule, `policy/_cloudflare_retention.ts`): the line
  * `deno task schedule` prints, and the handler's refusal after "Cannot
- * create queue handler as " when it would refuse them. `undefined` when no
- * retention is given.
+ * create queue handler as " when it would refuse them. The jobs queue's,
+ * not given, is counted as the handler counts it, 24 h. `undefined` with
+ * no `--queue cloudflare`.
  *
  * @param flags What {@linkcode parseFlags} read.
  * @returns The line, and the refusal if any.
@@ -988,13 +990,15 @@ export function cloudflareRetentionVerdict(
     };
   }
   const parts = [
-    ...(retentions.messageRetentionMs !== undefined
-      ? [
-        `jobs queue ${formatDuration(retentions.messageRetentionMs)} > ${
-          formatDuration(cloudflareJobsSpanSeconds(limits) * 1000)
-        }`,
-      ]
-      : []),
+    `jobs queue ${
+      formatDuration(
+        retentions.messageRetentionMs ?? CLOUDFLARE_FREE_RETENTION_MS,
+      )
+    }${
+      retentions.messageRetentionMs === undefined
+        ? " (not given: the Workers Free plan's, the least a plan keeps)"
+        : ""
+    } > ${formatDuration(cloudflareJobsSpanSeconds(limits) * 1000)}`,
     ...(retentions.deadLetterMessageRetentionMs !== undefined
       ? [
         `dead-letter queue ${
@@ -1061,7 +1065,8 @@ Flags (defaults are the library's):
     --max-retries N             cloudflare: the consumer's max_retries (3)
     --message-retention D       cloudflare: the jobs queue's message retention,
                                 CLOUDFLARE_MESSAGE_RETENTION, whole seconds
-                                from 1m to 336h (none: not checked); it must
+                                from 1m to 336h (none: 24h, the Workers Free
+                                plan's, the least a plan keeps); it must
                                 exceed the waits of max_retries retries (each
                                 the policy's backoff or --lease + 2 × clock
                                 skew), as createQueueHandler checks
@@ -1373,23 +1378,9 @@ function queueFrom(
       const maxRetries = count("--max-retries", 0, 100) ?? 3;
       // The retentions and the lease counted against them, read as the
       // service reads CLOUDFLARE_MESSAGE_RETENTION,
-      // CLOUDFLARE_DLQ_MESSAGE_RETENTION and LEASE.
-      if (
-        raw["--message-retention"] === undefined &&
-        raw["--dlq-message-retention"] === undefined
-      ) {
-        const alone = (
-          ["--lease", "--sender-timeout", "--delivery-delay"] as const
-        ).find((
-          flag,
-        ) => raw[flag] !== undefined);
-        if (alone !== undefined) {
-          throw new UsageError(
-            `${alone} is counted only against a message retention: give --message-retention or --dlq-message-retention too (unset, the queue handler checks no retention)`,
-          );
-        }
-        return { kind, maxRetries };
-      }
+      // CLOUDFLARE_DLQ_MESSAGE_RETENTION and LEASE. The jobs queue's, not
+      // given, is counted as the handler counts it: 24 h, the Workers Free
+      // plan's.
       const env = serviceEnv();
       const messageRetentionMs = asService(() =>
         cloudflareRetention(env, "CLOUDFLARE_MESSAGE_RETENTION")

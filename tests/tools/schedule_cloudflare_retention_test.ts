@@ -350,20 +350,75 @@ Deno.test("deno task schedule --queue cloudflare takes --sender-timeout with a r
     }).leaseMs,
     11_000,
   );
-  // Alone it counts against nothing.
-  assert.throws(
-    () => parseFlags(["--queue", "cloudflare", "--sender-timeout", "5s"]),
-    /--sender-timeout is counted only against a message retention/,
-  );
+  // Alone it counts against the jobs queue's retention not given, 24 h,
+  // as the handler counts it.
+  const alone = parseFlags(["--queue", "cloudflare", "--sender-timeout", "5s"]);
+  assert.ok(!alone.help);
+  assert.equal(alone.cloudflareRetentions?.leaseMs, 30_000);
 });
 
-Deno.test("deno task schedule --queue cloudflare refuses --lease and --delivery-delay without a retention, --delivery-delay on another queue, and names --dlq-message-retention in its refusal", () => {
-  for (const flag of ["--lease", "--delivery-delay"]) {
-    assert.throws(
-      () => parseFlags(["--queue", "cloudflare", flag, "30s"]),
-      new RegExp(
-        `: ${flag} is counted only against a message retention: give --message-retention or --dlq-message-retention too`,
-      ),
+Deno.test("deno task schedule --queue cloudflare without a retention counts the jobs queue's as the handler does, 24 h, the Workers Free plan's, and gives its verdict, --lease and --delivery-delay counted in it; --delivery-delay is refused on another queue, and --dlq-message-retention named in its refusal", async () => {
+  // BASE 1h, CAP 12h: 75 h of waits over 9 retries, which a Worker on
+  // the Workers Free plan deletes at 24 h.
+  const slow = { baseMs: 3_600_000, capMs: 43_200_000, maxDeliveries: 10 };
+  const handler = handlerVerdict(slow, {
+    leaseMs: 30_000,
+    clockSkewMs: 5_000,
+    maxRetries: 9,
+  });
+  assert.match(
+    handler,
+    /^Cannot create queue handler as 'messageRetentionMs' is not given, so it is counted as 24h0m0s, the Workers Free plan's /,
+  );
+  const { stdout } = await scheduled(
+    [
+      "--queue",
+      "cloudflare",
+      "--max-retries",
+      "9",
+      "--base",
+      "1h",
+      "--cap",
+      "12h",
+    ],
+    1,
+    "stdout",
+    /^retention TOO SHORT, createQueueHandler refuses it: /m,
+  );
+  assert.ok(
+    stdout.includes(
+      handler.slice("Cannot create queue handler as ".length),
+    ),
+    stdout,
+  );
+  // The default policy's 12 min fit in it: OK, and saying what it counted.
+  await scheduled(
+    ["--queue", "cloudflare", "--max-retries", "9"],
+    0,
+    "stdout",
+    /^retention jobs queue 24h0m0s \(not given: the Workers Free plan's, the least a plan keeps\) > 12m0s: OK, /m,
+  );
+  // --lease and --delivery-delay count in it: a lease of 2h (4 × 2h10s
+  // and 5 × 2 min) fits, a delivery delay of 24h does not.
+  for (
+    const [flag, value, code] of [
+      ["--lease", "2h", 0],
+      ["--delivery-delay", "24h", 1],
+    ] as const
+  ) {
+    const flags = parseFlags([
+      "--queue",
+      "cloudflare",
+      "--max-retries",
+      "9",
+      flag,
+      value,
+    ]);
+    assert.ok(!flags.help);
+    assert.equal(
+      cloudflareRetentionVerdict(flags)?.refusal === undefined ? 0 : 1,
+      code,
+      `${flag} ${value}`,
     );
   }
   for (const queue of ["qstash", "pubsub"]) {
