@@ -192,7 +192,7 @@ export interface QueueHandlerOptions {
   readonly messageRetentionMs?: number | undefined;
   /**
    * The dead-letter queue's message retention, in milliseconds (whole
-   * seconds, 60 s to 14 days), checked when given: a message moves there
+   * seconds, 60 s to 14 days), checked: a message moves there
    * with its age (Miniflare's queue keeps its send's timestamp; Cloudflare
    * does not say), so the jobs queue's `deliveryDelayMs` and waits come
    * first, and a give-up answered busy then waits up to the policy's delay
@@ -200,7 +200,8 @@ export interface QueueHandlerOptions {
    * a retention that ends first deletes it, its intent stranded: more than
    * 14 min with the default policy and lease (a floor, as for
    * `messageRetentionMs`). On a paid plan, 14 days outlasts the longest
-   * outage. Not given, not checked. Given, no wait on the dead-letter queue
+   * outage. Not given, it is counted as 24 h, as `messageRetentionMs` is.
+   * Given, no wait on the dead-letter queue
    * passes what it leaves a message as old as the jobs queue's waits make
    * it, whether Cloudflare kept the message's `attempts` on the move or
    * started them again at 1 (its docs do not say; Miniflare's does), and

@@ -362,10 +362,9 @@ function roomText(
 
 /**
  * The refusal of message retentions that end while the handler may still
- * retry a message there, or `undefined` when both hold. The jobs queue's,
- * not given, is counted as {@linkcode CLOUDFLARE_FREE_RETENTION_MS}, the
- * least any plan keeps unless set; the dead-letter queue's is checked only
- * when given. Each retention given must be one Cloudflare allows
+ * retry a message there, or `undefined` when both hold. Each not given is
+ * counted as {@linkcode CLOUDFLARE_FREE_RETENTION_MS}, the least any plan
+ * keeps unless set. Each retention given must be one Cloudflare allows
  * ({@linkcode cloudflareRetentionAllowed}); the caller checks that first.
  *
  * ```ts
@@ -440,8 +439,10 @@ export function cloudflareRetentionRefusal(
       };
     }
   }
-  const dead = retentions.deadLetterMessageRetentionMs;
-  if (dead !== undefined) {
+  // The dead-letter queue's, not given, as the jobs queue's: 24 h.
+  const deadGiven = retentions.deadLetterMessageRetentionMs;
+  const dead = deadGiven ?? CLOUDFLARE_FREE_RETENTION_MS;
+  {
     const span = cloudflareJobsSpanSeconds(limits);
     const delay = Math.ceil((limits.deliveryDelayMs ?? 0) / 1000);
     const wait = cloudflareDeadLetterWaitSeconds(limits);
@@ -457,7 +458,11 @@ export function cloudflareRetentionRefusal(
       return {
         option: "deadLetterMessageRetentionMs",
         text: `${
-          formatDuration(dead)
+          deadGiven === undefined
+            ? `not given, so it is counted as ${
+              formatDuration(dead)
+            }, the Workers Free plan's (fixed there; a paid plan keeps messages 4 days unless set)`
+            : formatDuration(dead)
         }: a message the queue gives up on may reach the dead-letter queue with its age (counted from its send, as Miniflare's keeps it): ${
           delay > 0
             ? `a message's delivery delay (${

@@ -22,9 +22,10 @@
  * delivery, or (Pub/Sub, `--message-retention`, else Pub/Sub's default of
  * 7 days where there is no dead-letter policy) when a message may expire
  * before its job is resolved, as `checkQueue` and the service's start
- * check count it, or (Cloudflare, `--message-retention`, else 24 h, the
- * Workers Free plan's, or `--dlq-message-retention`) when
- * `createQueueHandler` would refuse the retention, printing its refusal. {@linkcode schedule} is the pure computation behind it.
+ * check count it, or (Cloudflare, `--message-retention` and
+ * `--dlq-message-retention`, each 24 h, the Workers Free plan's, unless
+ * given) when `createQueueHandler` would refuse the retention, printing
+ * its refusal. {@linkcode schedule} is the pure computation behind it.
  *
  * @module
  */
@@ -945,9 +946,9 @@ const CLOUDFLARE_DLQ = "relayer-jobs-dlq";
  * The verdict `createQueueHandler` gives on the Cloudflare retentions the
  * flags name (one rule, `policy/_cloudflare_retention.ts`): the line
  * `deno task schedule` prints, and the handler's refusal after "Cannot
- * create queue handler as " when it would refuse them. The jobs queue's,
- * not given, is counted as the handler counts it, 24 h. `undefined` with
- * no `--queue cloudflare`.
+ * create queue handler as " when it would refuse them. A retention not
+ * given is counted as the handler counts it, 24 h. `undefined` with no
+ * `--queue cloudflare`.
  *
  * @param flags What {@linkcode parseFlags} read.
  * @returns The line, and the refusal if any.
@@ -989,23 +990,20 @@ export function cloudflareRetentionVerdict(
       refusal,
     };
   }
+  // Each not given as the handler counts it: the Workers Free plan's.
+  const counted = (ms: number | undefined) =>
+    ms === undefined
+      ? `${
+        formatDuration(CLOUDFLARE_FREE_RETENTION_MS)
+      } (not given: the Workers Free plan's, the least a plan keeps)`
+      : formatDuration(ms);
   const parts = [
-    `jobs queue ${
-      formatDuration(
-        retentions.messageRetentionMs ?? CLOUDFLARE_FREE_RETENTION_MS,
-      )
-    }${
-      retentions.messageRetentionMs === undefined
-        ? " (not given: the Workers Free plan's, the least a plan keeps)"
-        : ""
-    } > ${formatDuration(cloudflareJobsSpanSeconds(limits) * 1000)}`,
-    ...(retentions.deadLetterMessageRetentionMs !== undefined
-      ? [
-        `dead-letter queue ${
-          formatDuration(retentions.deadLetterMessageRetentionMs)
-        } > ${formatDuration(cloudflareDeadLetterAgeSeconds(limits) * 1000)}`,
-      ]
-      : []),
+    `jobs queue ${counted(retentions.messageRetentionMs)} > ${
+      formatDuration(cloudflareJobsSpanSeconds(limits) * 1000)
+    }`,
+    `dead-letter queue ${counted(retentions.deadLetterMessageRetentionMs)} > ${
+      formatDuration(cloudflareDeadLetterAgeSeconds(limits) * 1000)
+    }`,
   ];
   return {
     line: `retention ${
@@ -1071,9 +1069,10 @@ Flags (defaults are the library's):
                                 the policy's backoff or --lease + 2 × clock
                                 skew), as createQueueHandler checks
     --dlq-message-retention D   cloudflare: the dead-letter queue's,
-                                CLOUDFLARE_DLQ_MESSAGE_RETENTION; it must
-                                exceed the jobs queue's waits and a busy
-                                give-up's (a message moves with its age)
+                                CLOUDFLARE_DLQ_MESSAGE_RETENTION (none: 24h,
+                                as the jobs queue's); it must exceed the jobs
+                                queue's waits and a busy give-up's (a message
+                                moves with its age)
       --delivery-delay D        the jobs queue's delivery delay (or the
                                 longest delaySeconds sent with), 0 to 24h,
                                 CLOUDFLARE_DELIVERY_DELAY: counted in both
@@ -1378,9 +1377,8 @@ function queueFrom(
       const maxRetries = count("--max-retries", 0, 100) ?? 3;
       // The retentions and the lease counted against them, read as the
       // service reads CLOUDFLARE_MESSAGE_RETENTION,
-      // CLOUDFLARE_DLQ_MESSAGE_RETENTION and LEASE. The jobs queue's, not
-      // given, is counted as the handler counts it: 24 h, the Workers Free
-      // plan's.
+      // CLOUDFLARE_DLQ_MESSAGE_RETENTION and LEASE. One not given is
+      // counted as the handler counts it: 24 h, the Workers Free plan's.
       const env = serviceEnv();
       const messageRetentionMs = asService(() =>
         cloudflareRetention(env, "CLOUDFLARE_MESSAGE_RETENTION")

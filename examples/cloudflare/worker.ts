@@ -10,8 +10,8 @@
  * the consumer's `max_retries`, Cloudflare's default of 3 when it is not
  * set, so the queue's limits are always checked, and the queues' message
  * retentions, `CLOUDFLARE_MESSAGE_RETENTION` and
- * `CLOUDFLARE_DLQ_MESSAGE_RETENTION`, checked when set (the jobs queue's,
- * unset, as 24 h, the Workers Free plan's), with the jobs
+ * `CLOUDFLARE_DLQ_MESSAGE_RETENTION`, checked (unset, as 24 h, the
+ * Workers Free plan's), with the jobs
  * queue's `CLOUDFLARE_DELIVERY_DELAY` counted in both), read from the
  * Worker's environment and
  * passed on whole by `routeOptions`; a bad one stops the Worker with a line

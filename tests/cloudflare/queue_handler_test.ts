@@ -85,9 +85,11 @@ Deno.test("createQueueHandler() caps delaySeconds at 12 hours", async () => {
       jitter: "none",
     }),
     maxRetries: 2,
-    // Two waits of 12 h: a paid plan's 4 days hold them, not the 24 h
-    // counted for a retention not given.
+    // Two waits of 12 h, and a busy give-up's 12 h on the dead-letter
+    // queue: a paid plan's 4 days hold them, not the 24 h counted for a
+    // retention not given.
     messageRetentionMs: 4 * day,
+    deadLetterMessageRetentionMs: 4 * day,
   });
   const message = fakeMessage(job, 1);
   await queue({ queue: "jobs", messages: [message] });

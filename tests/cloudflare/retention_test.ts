@@ -394,7 +394,13 @@ Deno.test("createQueueHandler()'s retention rule at its edges: a wait of a fract
     () => handler(slow, { maxRetries: 28, messageRetentionMs: 14 * DAY_MS }),
     /span up to 336h0m0s .*No retention Cloudflare allows \(14 days at most\) is longer/,
   );
-  handler(slow, { maxRetries: 27, messageRetentionMs: 14 * DAY_MS });
+  // The jobs queue's 324 h fit in 14 days; a give-up answered busy on
+  // the dead-letter queue then waits 12 h, and no retention there, given
+  // or not, holds the 336 h.
+  assert.throws(
+    () => handler(slow, { maxRetries: 27, messageRetentionMs: 14 * DAY_MS }),
+    /'deadLetterMessageRetentionMs' is not given, so it is counted as 24h0m0s, .*so it may be 336h0m0s old, /,
+  );
   // On the dead-letter queue, 27 retries and a busy give-up's 12 h.
   assert.throws(
     () =>
@@ -602,7 +608,11 @@ Deno.test("createQueueHandler() names the delivery delay among what to lower whe
     sender: new ScriptedSender({}),
     policy: { capMs: 43_200_000 },
   });
-  handler(slow, { maxRetries: 39, messageRetentionMs: 14 * DAY_MS });
+  handler(slow, {
+    maxRetries: 39,
+    messageRetentionMs: 14 * DAY_MS,
+    deadLetterMessageRetentionMs: 14 * DAY_MS,
+  });
   assert.throws(
     () =>
       handler(slow, {
@@ -619,7 +629,7 @@ Deno.test("createQueueHandler() names the delivery delay among what to lower whe
   );
 });
 
-Deno.test("createQueueHandler() counts a jobs queue's message retention not given as 24 h, the least a plan keeps unless set (the Workers Free plan's, fixed): waits that span more are refused, saying so", () => {
+Deno.test("createQueueHandler() counts a queue's message retention not given, the jobs queue's and the dead-letter queue's, as 24 h, the least a plan keeps unless set (the Workers Free plan's, fixed): waits that span more are refused, saying so", () => {
   // BASE 1h, CAP 12h: 1h, 2h, 4h, 8h, then 12 h (the most a retry is
   // delayed) five times, 75 h over 9 retries. On the Workers Free plan the
   // message is deleted after 24 h while it is still retried.
@@ -633,10 +643,15 @@ Deno.test("createQueueHandler() counts a jobs queue's message retention not give
     message:
       "Cannot create queue handler as 'messageRetentionMs' is not given, so it is counted as 24h0m0s, the Workers Free plan's (fixed there; a paid plan keeps messages 4 days unless set): the waits this handler asks between a message's 10 deliveries (max_retries = 9) span up to 75h0m0s (the policy's backoff, or a busy intent's lease), and Cloudflare deletes a message whose retention ends, with no dead letter: a job still being retried would be lost and its intent stranded. Set the jobs queue's message retention above 75h0m0s (the least this check takes is 75h0m1s), with room: up to 15m0s for each of the 10 batches it is in (a consumer invocation's wall-clock limit), and a backlog: wrangler queues update <queue> --message-retention-period-secs 279001 (77h30m1s; only a paid plan allows it: the Workers Free plan keeps messages 24 h, fixed), and pass the same as messageRetentionMs (the example Worker reads it from CLOUDFLARE_MESSAGE_RETENTION)",
   });
-  // A paid plan's default, 4 days, given: taken.
-  handler(slow, { messageRetentionMs: 4 * DAY_MS });
-  // Waits that end within 24 h are taken not given: 1h, 2h, 4h, 8h (15 h)
-  // over 4 retries, and with a dead-letter queue's retention given.
+  // A paid plan's default, 4 days, given for both queues: taken.
+  handler(slow, {
+    messageRetentionMs: 4 * DAY_MS,
+    deadLetterMessageRetentionMs: 4 * DAY_MS,
+  });
+  // The dead-letter queue's not given is counted so too: 1h, 2h, 4h, 8h
+  // (15 h) over 4 retries fit in 24 h on the jobs queue, but a give-up
+  // answered busy on the dead-letter queue waits the 12 h after delivery 5
+  // and is 27 h old when it is tried again.
   const five = createRelayer({
     store: new MemoryStore(),
     sender: new ScriptedSender({}),
@@ -646,7 +661,11 @@ Deno.test("createQueueHandler() counts a jobs queue's message retention not give
       capMs: 43_200_000,
     }),
   });
-  handler(five, { maxRetries: 4 });
+  assert.throws(() => handler(five, { maxRetries: 4 }), {
+    name: "RangeError",
+    message:
+      "Cannot create queue handler as 'deadLetterMessageRetentionMs' is not given, so it is counted as 24h0m0s, the Workers Free plan's (fixed there; a paid plan keeps messages 4 days unless set): a message the queue gives up on may reach the dead-letter queue with its age (counted from its send, as Miniflare's keeps it): the waits this handler asks between its 5 deliveries on the jobs queue (max_retries = 4) span up to 15h0m0s, and a give-up answered busy there (another delivery's lease, such as one whose Worker died mid-send) waits up to 12h0m0s before it is tried again, so it may be 27h0m0s old, and Cloudflare deletes a message whose retention ends: the give-up would be lost and its intent stranded. Set the dead-letter queue's message retention above 27h0m0s (the least this check takes is 27h0m1s), with room: up to 15m0s for each of the 7 batches it is in (a consumer invocation's wall-clock limit), and a backlog: wrangler queues update relayer-jobs-dlq --message-retention-period-secs 103501 (28h45m1s; only a paid plan allows it: the Workers Free plan keeps messages 24 h, fixed); on a paid plan, 14 days (1209600) outlasts a longer outage, and pass the same as deadLetterMessageRetentionMs (the example Worker reads it from CLOUDFLARE_DLQ_MESSAGE_RETENTION)",
+  });
   handler(five, { maxRetries: 4, deadLetterMessageRetentionMs: 14 * DAY_MS });
   // 24 h itself is refused, as a retention given as long is.
   const day = createRelayer({

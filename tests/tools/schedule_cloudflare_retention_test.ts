@@ -391,12 +391,48 @@ Deno.test("deno task schedule --queue cloudflare without a retention counts the 
     ),
     stdout,
   );
-  // The default policy's 12 min fit in it: OK, and saying what it counted.
+  // The dead-letter queue's too: 15 h of waits over 4 retries fit in the
+  // jobs queue's 24 h, not a busy give-up's 12 h after them.
+  const five = { baseMs: 3_600_000, capMs: 43_200_000, maxDeliveries: 5 };
+  const dead = handlerVerdict(five, {
+    leaseMs: 30_000,
+    clockSkewMs: 5_000,
+    maxRetries: 4,
+  });
+  assert.match(
+    dead,
+    /^Cannot create queue handler as 'deadLetterMessageRetentionMs' is not given, so it is counted as 24h0m0s, .* so it may be 27h0m0s old, /,
+  );
+  const fiveRun = await scheduled(
+    [
+      "--queue",
+      "cloudflare",
+      "--max-retries",
+      "4",
+      "--max-deliveries",
+      "5",
+      "--base",
+      "1h",
+      "--cap",
+      "12h",
+    ],
+    1,
+    "stdout",
+    /^retention TOO SHORT, createQueueHandler refuses it: /m,
+  );
+  assert.ok(
+    fiveRun.stdout.includes(
+      dead.slice("Cannot create queue handler as ".length),
+    ),
+    fiveRun.stdout,
+  );
+  // The default policy's 12 min and 14 min fit in them: OK, and saying
+  // what it counted.
   await scheduled(
     ["--queue", "cloudflare", "--max-retries", "9"],
     0,
     "stdout",
-    /^retention jobs queue 24h0m0s \(not given: the Workers Free plan's, the least a plan keeps\) > 12m0s: OK, /m,
+    /^retention jobs queue 24h0m0s \(not given: the Workers Free plan's, the least a plan keeps\) > 12m0s, dead-letter queue 24h0m0s \(not given: the Workers Free plan's, the least a plan keeps\) > 14m0s: OK, /m,
   );
   // --lease and --delivery-delay count in it: a lease of 2h (4 × 2h10s
   // and 5 × 2 min) fits, a delivery delay of 24h does not.
