@@ -488,6 +488,17 @@ const ENVELOPE_ROUTES: ReadonlySet<string> = new Set([
 const ENVELOPE_HEADROOM_BYTES = 16 * 1024;
 
 /**
+ * The room `POST /v1/deliveries` leaves past `maxBodyBytes` for a bridge's
+ * give-up: its `gaveUp` (a count, a message id of up to 200 characters,
+ * escaped, and a bridge's whitespace) in place of the delivery's
+ * `delivery` or `messageId`. A bridge gives up on the job it delivered,
+ * on the same route: refused there for that room (413), a give-up that a
+ * bridge takes as final is dropped, and nothing resolves the intent. A
+ * delivery still gets `maxBodyBytes`.
+ */
+const GAVE_UP_HEADROOM_BYTES = 1024;
+
+/**
  * The routes Pub/Sub pushes to. Pub/Sub redelivers a push answered
  * anything but 2xx until its retention ends (7 days by default, up to 31),
  * so an authenticated push over the limit is acked and kept as a dead
@@ -2059,6 +2070,8 @@ export function createApp(deps: AppDeps): WebhookApp {
   const limitOf = (c: Context): number =>
     c.req.path === "/v1/pubsub/dead-letter"
       ? envelopeBytes + DEAD_LETTER_COPY_BYTES
+      : c.req.path === "/v1/deliveries"
+      ? maxBodyBytes + GAVE_UP_HEADROOM_BYTES
       : ENVELOPE_ROUTES.has(c.req.path)
       ? envelopeBytes
       : maxBodyBytes;
@@ -2145,7 +2158,11 @@ export function createApp(deps: AppDeps): WebhookApp {
         logRefusal(c, error, route.path);
         return error.response;
       }
-      const refusal = tooLarge(limitOf(c), Number.parseInt(length, 10));
+      // A delivery's limit, not the room a bridge's give-up has past it.
+      const refusal = tooLarge(
+        route.path === "/v1/deliveries" ? maxBodyBytes : limitOf(c),
+        Number.parseInt(length, 10),
+      );
       logRefusal(c, refusal, route.path);
       return refusal.response;
     }
@@ -3391,30 +3408,47 @@ export function createApp(deps: AppDeps): WebhookApp {
       // Chunked, found over the limit as it was read (off the common path).
       if (error instanceof Refusal && error.response.status === 413) {
         refuseUntimely(header);
+        throw tooLarge(maxBodyBytes);
       }
       throw error;
     }
     const { bytes, text: raw } = read;
+    // Past the limit, in the room a bridge's give-up has
+    // (GAVE_UP_HEADROOM_BYTES; off the common path): anything but a signed
+    // give-up is refused as a body over the limit is, 413 (a `t` out of
+    // time 401 ahead of it).
+    const over = bytes.byteLength > maxBodyBytes;
     let claim: ReplayClaim | undefined;
     if (verifyHmac) {
       // Over the bytes as sent (DESIGN §9: the raw body).
       const verified = verifyHmac(bytes, header);
       if (!verified.ok) {
+        if (over) {
+          refuseUntimely(header);
+          throw tooLarge(maxBodyBytes);
+        }
         throw unauthorized(verified.detail, verified.hint, verified.kind);
       }
       claim = verified.claim;
     }
-    const body = parseJson(
-      "deliveries",
-      raw,
-      DELIVERY_EXAMPLE,
-      () => notJsonCause(c.req.raw.headers, bytes),
-    );
+    let body: unknown;
+    try {
+      body = parseJson(
+        "deliveries",
+        raw,
+        DELIVERY_EXAMPLE,
+        () => notJsonCause(c.req.raw.headers, bytes),
+      );
+    } catch (error) {
+      if (over) throw tooLarge(maxBodyBytes);
+      throw error;
+    }
     const { job: rawJob, delivery, gaveUp, messageId: rawMessageId } =
       (typeof body === "object" && body !== null ? body : {}) as Record<
         string,
         unknown
       >;
+    if (over && gaveUp === undefined) throw tooLarge(maxBodyBytes);
     if (rawJob === undefined) {
       throw badInput(
         "deliveries",

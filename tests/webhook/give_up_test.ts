@@ -382,6 +382,51 @@ Deno.test("POST /v1/qstash/failed whose replay record answers after the give-up'
   await replay.body?.cancel();
 });
 
+Deno.test("POST /v1/deliveries takes a bridge's give-up of any job it took as a delivery: its gaveUp fits past the limit, and a delivery still gets MAX_BODY_BYTES", async () => {
+  const { app, store } = await makeApp({ intents: [settling] });
+  // A delivery of exactly the limit, 64 KiB, a message id of 200
+  // characters: taken (a retry, as it waits for the send's receipt).
+  const id = "m".repeat(200);
+  const padded = (bytes: number, rest: Record<string, unknown>) => {
+    const bare = JSON.stringify({ job: { ...job, note: "" }, ...rest });
+    return JSON.stringify({
+      job: { ...job, note: "x".repeat(bytes - bare.length) },
+      ...rest,
+    });
+  };
+  const delivery = padded(64 * 1024, { messageId: id });
+  assert.equal(delivery.length, 64 * 1024);
+  const direct = await app.request(
+    "/v1/deliveries",
+    await genericRequest(delivery),
+  );
+  assert.notEqual(direct.status, 413, await direct.clone().text());
+  await direct.body?.cancel();
+  // Its give-up, the same job and id, with the queue's count: resolved.
+  const giveUp = JSON.stringify(
+    {
+      job: JSON.parse(delivery).job,
+      gaveUp: { deliveries: 123_456_789_012_345, messageId: id },
+    },
+    null,
+    2,
+  );
+  assert.ok(giveUp.length > 64 * 1024, `${giveUp.length}`);
+  const res = await app.request("/v1/deliveries", await genericRequest(giveUp));
+  assert.equal(res.status, 200, await res.clone().text());
+  assert.equal((await store.getIntent("pi_0002"))?.state, "needs_review");
+  // A delivery one byte past the limit is refused as before.
+  const over = await app.request(
+    "/v1/deliveries",
+    await genericRequest(padded(64 * 1024 + 1, { delivery: 1 })),
+  );
+  assert.equal(over.status, 413);
+  assert.equal(
+    (await over.json()).detail,
+    "A request body may be at most 65536 bytes.",
+  );
+});
+
 Deno.test("POST /v1/qstash/failed takes the callback of any job /v1/qstash takes: the base64 source body fits", async () => {
   const { app, store } = await makeApp({ intents: [settling] });
   // A job with an extra field, just under the direct routes' 64 KiB.
