@@ -75,6 +75,15 @@ Deno.test("loadConfig() refusing RELAYER_INSECURE_DEV off this machine names as 
       { ...QSTASH, ...DELIVERIES, ...OPS },
       "/v1/pubsub, /v1/pubsub/dead-letter",
     ],
+    // One route left open is named, not taken for none.
+    [
+      { ...QSTASH, ...PUBSUB, ...DEAD_LETTER, ...DELIVERIES },
+      OPS_NAMED,
+    ],
+    [
+      { ...QSTASH, ...PUBSUB, ...DEAD_LETTER, ...OPS },
+      "/v1/deliveries",
+    ],
   ];
   for (const [keys, routes] of cases) {
     assert.equal(named(keys), routes, Object.keys(keys).join(", "));
