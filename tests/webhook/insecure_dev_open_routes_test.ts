@@ -75,6 +75,11 @@ Deno.test("loadConfig() refusing RELAYER_INSECURE_DEV off this machine names as 
       { ...QSTASH, ...DELIVERIES, ...OPS },
       "/v1/pubsub, /v1/pubsub/dead-letter",
     ],
+    // QStash's publisher token signs nothing: its routes stay open.
+    [
+      { QSTASH_TOKEN: "qstash-token-0123456789", ...DELIVERIES, ...OPS },
+      "/v1/qstash and /v1/qstash/failed, /v1/pubsub, /v1/pubsub/dead-letter",
+    ],
     // One route left open is named, not taken for none.
     [
       { ...QSTASH, ...PUBSUB, ...DEAD_LETTER, ...DELIVERIES },
