@@ -123,6 +123,11 @@ test({
     try {
       await assert.rejects(store.createIntent(intent), (error) => {
         assert.equal(String(error), "Error: database is locked");
+        // The addon's own error, its cause and backtrace, kept beneath.
+        assert.match(
+          String((error as Error).cause),
+          /^Error: database is locked\n\nCaused by:/,
+        );
         assert.ok(isNotWritten(error));
         return true;
       });
