@@ -224,3 +224,51 @@ test("never reached", () => {});
     }
   },
 });
+
+Deno.test({
+  name:
+    "node-check's run stopped while a test's subtest (a contract suite's step) hangs names the subtest that finished last and the one its timeout ended, not the last test at the top",
+  ignore: Deno.build.os === "windows" || await nodeVersion() === null,
+  fn: async () => {
+    const dir = await Deno.makeTempDir({ prefix: "relayer_node_hang_" });
+    const said: string[] = [];
+    // deno-lint-ignore no-console
+    const log = console.log;
+    // deno-lint-ignore no-console
+    console.log = (line: string) => void said.push(line);
+    try {
+      // The store contract suites run on Node as one test each, their
+      // steps subtests (tests/node/_runner.ts): a hang is in a step.
+      await Deno.writeTextFile(
+        `${dir}/hang.mjs`,
+        `import { test } from "node:test";
+test("a quick one", () => {});
+test("the contract", async (t) => {
+  await t.test("a step", () => {});
+  await t.test("a step with a timeout", { timeout: 100 }, () => new Promise(() => setTimeout(() => {}, 60000)));
+  await t.test("a step that never ends", () => new Promise(() => setInterval(() => {}, 1000)));
+});
+`,
+      );
+      // A deadline is what this is about: 2 s, the least that surely
+      // covers Node's start and the 100 ms timeout on a loaded machine.
+      const passed = await nodeTest(
+        { version: "v20", command: "node", env: {} },
+        "the suite on {node}",
+        `${dir}/hang.mjs`,
+        dir,
+        {},
+        2_000,
+      );
+      assert.equal(passed, false);
+      assert.match(
+        said[0]!,
+        /^the suite on Node v20: FAILED, timed out: "a step with a timeout"; the last test that finished was "a step with a timeout", the next did not: /,
+      );
+    } finally {
+      // deno-lint-ignore no-console
+      console.log = log;
+      await Deno.remove(dir, { recursive: true });
+    }
+  },
+});
