@@ -194,3 +194,58 @@ Deno.test("PostgresStore begins a transaction rejected with a server's goodbye a
     assert.equal(s.asked.begins, 1);
   }
 });
+
+/** A connection the server ended under a read, as postgres.js rejects it. */
+function reset(): Error {
+  return Object.assign(new Error("read ECONNRESET"), { code: "ECONNRESET" });
+}
+
+/** An answer with no statement completed: the connection lost under it. */
+function empty(): object[] {
+  return Object.assign([], { command: null, count: 0 });
+}
+
+Deno.test("PostgresStore spends none of a read's goodbye asks on its asks for a connection that ended under it, or for an empty answer", async () => {
+  const answer = completed([{ deliveries: 7, expires_at: null }]);
+  // A pool of 2: both connections ended under the read (2 asks of their
+  // own), then each one's kept goodbye and one more (3): it answers.
+  {
+    await using s = scripted({
+      max: 2,
+      read: (n) =>
+        n <= 2
+          ? Promise.reject(reset())
+          : n <= 4
+          ? Promise.reject(goodbye())
+          : Promise.resolve(answer),
+    });
+    assert.equal(await s.store.deliveries("pi_1/settle"), 7);
+    assert.equal(s.asked.reads, 5);
+  }
+  // One goodbye more than those: it fails with it, asked no more.
+  {
+    await using s = scripted({
+      max: 2,
+      read: (n) => Promise.reject(n <= 2 ? reset() : goodbye()),
+    });
+    await assert.rejects(
+      s.store.deliveries("pi_1/settle"),
+      /terminating connection due to administrator command/,
+    );
+    assert.equal(s.asked.reads, 5);
+  }
+  // An empty answer (asked once more), then the goodbyes: it answers.
+  {
+    await using s = scripted({
+      max: 2,
+      read: (n) =>
+        n === 1
+          ? Promise.resolve(empty())
+          : n <= 3
+          ? Promise.reject(goodbye())
+          : Promise.resolve(answer),
+    });
+    assert.equal(await s.store.deliveries("pi_1/settle"), 7);
+    assert.equal(s.asked.reads, 4);
+  }
+});
