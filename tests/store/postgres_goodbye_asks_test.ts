@@ -249,3 +249,17 @@ Deno.test("PostgresStore spends none of a read's goodbye asks on its asks for a 
     assert.equal(s.asked.reads, 4);
   }
 });
+
+Deno.test("PostgresStore asks no read again whose connection the client ended itself (CONNECTION_DESTROYED, CONNECTION_ENDED) or that timed out (ETIMEDOUT)", async () => {
+  for (
+    const code of ["CONNECTION_DESTROYED", "CONNECTION_ENDED", "ETIMEDOUT"]
+  ) {
+    await using s = scripted({
+      max: 2,
+      read: () =>
+        Promise.reject(Object.assign(new Error(`read ${code}`), { code })),
+    });
+    await assert.rejects(s.store.deliveries("pi_1/settle"));
+    assert.equal(s.asked.reads, 1, code);
+  }
+});
