@@ -23,6 +23,7 @@ import {
   readableSetting,
 } from "./_auth.ts";
 import { problem } from "./_problem.ts";
+import { assertOptionNames, show } from "../policy/_validate.ts";
 
 /** Every variable `loadConfig` and `main.ts` read (webhook/config.ts's table). */
 export const SETTINGS: ReadonlySet<string> = new Set([
@@ -455,7 +456,8 @@ export interface WorkerConfig {
  * reads `DATABASE_URL`.
  * @returns The checked settings, and what names those unread.
  * @throws {ConfigError} For a setting the Worker reads that is refused.
- * @throws {TypeError} For an `env` that is not an object, or is an array.
+ * @throws {TypeError} For an `env` that is not an object, or is an array;
+ * for an option other than `database`, or a `database` not a boolean.
  */
 export function workerConfig(
   env: object,
@@ -467,6 +469,20 @@ export function workerConfig(
     throw new TypeError(
       `Cannot read the Worker's settings as workerConfig takes the Worker's env object (import { env } from "cloudflare:workers", or a handler's env argument): current value is ${
         env === null ? "null" : Array.isArray(env) ? "an array" : typeof env
+      }`,
+    );
+  }
+  // A misspelt or non-boolean `database` would leave DATABASE_URL unread,
+  // the Worker's store unchecked, with nothing said.
+  assertOptionNames("read the Worker's settings", options, ["database"], {
+    example: "{ database: true }",
+  });
+  if (
+    options.database !== undefined && typeof options.database !== "boolean"
+  ) {
+    throw new TypeError(
+      `Cannot read the Worker's settings as 'database' must be true or false (true: the Worker reads DATABASE_URL): current value is ${
+        show(options.database)
       }`,
     );
   }
