@@ -1535,6 +1535,46 @@ function listenRefusal(reason: unknown): string | undefined {
   return undefined;
 }
 
+/**
+ * The line that names the arguments `main.ts` was given, which it never
+ * reads, or `undefined` for none: `deno task start --port 8001` passes
+ * `--port 8001` to `main.ts`, not to `deno serve`, and the service served on
+ * 8000 with nothing said. A flag is named up to its `=`; any other
+ * argument (a value, which may be a secret) only counted.
+ *
+ * @example A port given to the task
+ * ```ts
+ * import { ignoredArgumentsLine } from "./main.ts";
+ * import assert from "node:assert/strict";
+ *
+ * assert.match(
+ *   ignoredArgumentsLine(["--port", "8001"])!,
+ *   /^relayer: main\.ts reads no arguments, so --port and 1 other argument \(not shown\) are ignored: /,
+ * );
+ * assert.equal(ignoredArgumentsLine([]), undefined);
+ * ```
+ */
+export function ignoredArgumentsLine(
+  args: readonly string[],
+): string | undefined {
+  if (args.length === 0) return undefined;
+  const flags = args.filter((arg) => /^--?[A-Za-z][A-Za-z0-9-]*(=|$)/.test(arg))
+    .map((arg) => arg.split("=")[0]!.slice(0, 40));
+  const others = args.length - flags.length;
+  const named = [
+    ...flags,
+    ...(others > 0
+      ? [`${others} other argument${others === 1 ? "" : "s"} (not shown)`]
+      : []),
+  ];
+  const list = named.length === 1
+    ? named[0]
+    : `${named.slice(0, -1).join(", ")} and ${named.at(-1)}`;
+  return `relayer: main.ts reads no arguments, so ${list} ${
+    args.length === 1 ? "is" : "are"
+  } ignored: deno task start passes what follows it to main.ts, not to deno serve, and always serves on 127.0.0.1:8000. The settings are environment variables (docs/routes.md#deploy-to-deno-deploy-with-qstash); another port or host is deno serve's: deno serve --host 127.0.0.1 --port 8001 --allow-net --allow-env --allow-read --allow-write=./data main.ts`;
+}
+
 /** How often, at most, the log says that a write met the file size limit. */
 const FILE_SIZE_LOG_INTERVAL_MS = 60_000;
 
@@ -1555,6 +1595,8 @@ if (import.meta.main) {
       ...unknownSettingLines(Object.keys(env)),
       ...unreadSettingLines(env),
     ];
+    const ignored = ignoredArgumentsLine(Deno.args);
+    if (ignored !== undefined) unknown.push(ignored);
     // A Cloudflare Worker's settings, which this service never reads, are
     // named above (with a Worker's refusal) but do not refuse its start.
     config = loadConfig(serviceSettings(env));

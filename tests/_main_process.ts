@@ -66,6 +66,8 @@ export interface StartOptions {
   readonly writeDir: string;
   /** Arguments added after `serve`. */
   readonly flags?: readonly string[];
+  /** Arguments added after `main.ts`, which reach `main.ts` itself. */
+  readonly args?: readonly string[];
   /** Called with each line the child writes to stdout, as it comes. */
   readonly onLine?: (line: string) => void;
   /** Shipped arguments left out. */
@@ -90,7 +92,12 @@ export function startMain(
   const [serve, ...shipped] = startArgs({ port, writeDir }).filter((arg) =>
     !options.drop?.includes(arg)
   );
-  const args = [serve!, ...(options.flags ?? []), ...shipped];
+  const args = [
+    serve!,
+    ...(options.flags ?? []),
+    ...shipped,
+    ...(options.args ?? []),
+  ];
   const [command, ...before] = options.via ?? [];
   const child = new Deno.Command(command ?? Deno.execPath(), {
     args: command === undefined ? args : [...before, Deno.execPath(), ...args],

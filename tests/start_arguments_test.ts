@@ -1,0 +1,68 @@
+/**
+ * `main.ts` names the arguments it was given, which it never reads: `deno
+ * task start --port 8001` passes `--port 8001` to `main.ts`, not to `deno
+ * serve`, and the service served on 8000 with nothing said. A flag is named
+ * up to its `=`; a value, which may be a secret, is only counted.
+ *
+ * @module
+ */
+
+import assert from "node:assert/strict";
+import { ignoredArgumentsLine } from "../main.ts";
+import { startMain } from "./_main_process.ts";
+import { timeout } from "./_timeout.ts";
+
+const TAIL =
+  ": deno task start passes what follows it to main.ts, not to deno serve, and always serves on 127.0.0.1:8000. The settings are environment variables (docs/routes.md#deploy-to-deno-deploy-with-qstash); another port or host is deno serve's: deno serve --host 127.0.0.1 --port 8001 --allow-net --allow-env --allow-read --allow-write=./data main.ts";
+
+Deno.test("ignoredArgumentsLine() names each flag up to its '=', counts the other arguments, and says what to run instead", () => {
+  assert.equal(ignoredArgumentsLine([]), undefined);
+  assert.equal(
+    ignoredArgumentsLine(["--port", "8001"]),
+    `relayer: main.ts reads no arguments, so --port and 1 other argument (not shown) are ignored${TAIL}`,
+  );
+  assert.equal(
+    ignoredArgumentsLine(["--host=0.0.0.0"]),
+    `relayer: main.ts reads no arguments, so --host is ignored${TAIL}`,
+  );
+  const line = ignoredArgumentsLine([
+    "-p",
+    "--token=hunter2-secret",
+    "hunter3-secret",
+    "x",
+  ])!;
+  assert.equal(
+    line,
+    `relayer: main.ts reads no arguments, so -p, --token and 2 other arguments (not shown) are ignored${TAIL}`,
+  );
+  assert.doesNotMatch(line, /hunter/);
+});
+
+Deno.test(
+  "main.ts given arguments names them after its start line, and serves",
+  timeout(30_000, async () => {
+    const dir = await Deno.makeTempDir({ prefix: "relayer_start_args_" });
+    const service = startMain({
+      SENDER_URL: "http://127.0.0.1:9/",
+      WEBHOOK_SECRET: "start-secret-0123456789abcdef",
+      KV_PATH: `${dir}/relayer.kv`,
+    }, { writeDir: dir, args: ["--port", "8123", "--token=hunter2-secret"] });
+    try {
+      assert.notEqual(await service.base(), null, "it did not serve");
+      service.child.kill("SIGTERM");
+      const { code, stdout, stderr } = await service.ended();
+      assert.equal(code, 0, `${stdout}\n${stderr}`);
+      const lines = stdout.trim().split("\n");
+      assert.match(lines[0]!, /^relayer: at most 10 deliveries; /);
+      assert.equal(
+        lines[1],
+        `relayer: main.ts reads no arguments, so --port, --token and 1 other argument (not shown) are ignored${TAIL}`,
+      );
+      assert.doesNotMatch(stdout + stderr, /hunter2|8123/);
+    } finally {
+      service.kill();
+      await service.ended().catch(() => {});
+      await Deno.remove(dir, { recursive: true });
+    }
+  }),
+);
