@@ -21,8 +21,8 @@
  * `WrittenAfterMoveError: The move into schema relayer committed, but …`
  * names the key and says not to switch, to stop every instance on Deno KV,
  * empty the schema and move again (and 1, the line saying the move
- * committed, when Deno KV cannot be read again after the commit); 2 on a
- * missing setting or a store it cannot open or use (the KV file: missing,
+ * committed, when Deno KV cannot be read again after the commit); 2 on an
+ * argument (it reads none, and has no dry run), on a missing setting or a store it cannot open or use (the KV file: missing,
  * a link to a missing file, another program's SQLite database, cut short
  * beside its `-wal`, or made by a newer Deno KV, each refused as the
  * service's start refuses it, before anything is opened; or the
@@ -181,13 +181,43 @@ function openFlags(path: string): string {
 }
 
 /**
+ * The refusal of arguments, which the tool never reads, or `undefined` for
+ * none: `--dry-run` moved at once, and `--kv-path …` moved the store
+ * `KV_PATH` names, or `./data/relayer.kv`. A flag is named up to its `=`;
+ * any other argument (a URL with its password, say) only counted.
+ */
+function argumentsRefusal(args: readonly string[]): string | undefined {
+  if (args.length === 0) return undefined;
+  const flags = args.filter((arg) => /^--?[A-Za-z][A-Za-z0-9-]*(=|$)/.test(arg))
+    .map((arg) => arg.split("=")[0]!.slice(0, 40));
+  const others = args.length - flags.length;
+  const named = [
+    ...flags,
+    ...(others > 0
+      ? [`${others} other argument${others === 1 ? "" : "s"} (not shown)`]
+      : []),
+  ];
+  const list = named.length === 1
+    ? named[0]
+    : `${named.slice(0, -1).join(", ")} and ${named.at(-1)}`;
+  return `kv-to-postgres reads no arguments, so it refuses ${list}: it has no dry run, and its settings are environment variables (KV_PATH, or KV_URL and DENO_KV_ACCESS_TOKEN; DATABASE_URL; CLOCK_SKEW), as docs/stores.md#moving-from-deno-kv-to-postgresql shows. Nothing was moved.`;
+}
+
+/**
  * Runs the move with the settings in `env`; returns the exit code.
  *
  * @param env The service's settings (`KV_PATH` or `KV_URL`, `DATABASE_URL`).
+ * @param args The command line's arguments: any is refused (exit 2).
  */
 export async function main(
   env: Readonly<Record<string, string | undefined>>,
+  args: readonly string[] = [],
 ): Promise<number> {
+  const argued = argumentsRefusal(args);
+  if (argued !== undefined) {
+    console.error(argued);
+    return 2;
+  }
   let database: ReturnType<typeof databaseUrl>;
   let clockSkewMs: number;
   try {
@@ -311,4 +341,6 @@ export async function main(
   }
 }
 
-if (import.meta.main) Deno.exit(await main(Deno.env.toObject()));
+if (import.meta.main) {
+  Deno.exit(await main(Deno.env.toObject(), Deno.args));
+}
