@@ -220,24 +220,42 @@ export function startLocalQStash(options: {
 }
 
 if (import.meta.main) {
-  const port = Number(Deno.env.get("PORT") ?? "8080");
+  const text = Deno.env.get("PORT") || "8080";
+  const port = /^\d{1,5}$/.test(text) ? Number(text) : Number.NaN;
+  if (!(port >= 0 && port <= 65535)) {
+    console.error(
+      `local QStash: PORT must be a port number, 0-65535: current value is ${
+        JSON.stringify(text)
+      }`,
+    );
+    Deno.exit(1);
+  }
   const token = "local-qstash-token-0123456789";
   const signingKey = "sig_local_current_0123456789";
-  const qstash = startLocalQStash({
-    token,
-    signingKey,
-    port,
-    report: (d) =>
-      console.log(
-        `qstash  ${d.messageId}  ${
-          d.kind === "delivery"
-            ? `Upstash-Retried ${d.retried}`
-            : "failure callback"
-        }  -> ${d.status || "no answer"}${
-          d.nextInMs === null ? "" : `, again in ${d.nextInMs / 1000}s`
-        }`,
-      ),
-  });
+  let qstash: LocalQStash;
+  try {
+    qstash = startLocalQStash({
+      token,
+      signingKey,
+      port,
+      report: (d) =>
+        console.log(
+          `qstash  ${d.messageId}  ${
+            d.kind === "delivery"
+              ? `Upstash-Retried ${d.retried}`
+              : "failure callback"
+          }  -> ${d.status || "no answer"}${
+            d.nextInMs === null ? "" : `, again in ${d.nextInMs / 1000}s`
+          }`,
+        ),
+    });
+  } catch (error) {
+    if (!(error instanceof Deno.errors.AddrInUse)) throw error;
+    console.error(
+      `local QStash: port ${port} is in use (another local QStash still running?): stop it, or set PORT to another port`,
+    );
+    Deno.exit(1);
+  }
   console.log(`local QStash on ${qstash.url}; start the service with:
 export QSTASH_URL=${qstash.url} QSTASH_TOKEN=${token}
 export QSTASH_CURRENT_SIGNING_KEY=${signingKey} QSTASH_NEXT_SIGNING_KEY=sig_local_next_0123456789

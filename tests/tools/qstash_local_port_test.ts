@@ -1,0 +1,50 @@
+/**
+ * `deno task qstash-local` refuses a `PORT` that is not a port number, and
+ * a port another process holds (a local QStash still running), in one line
+ * that says what to do, as `deno task signer` does: it stopped on an
+ * uncaught `TypeError: Invalid port: NaN` or `AddrInUse`, with a stack
+ * trace.
+ *
+ * @module
+ */
+
+import assert from "node:assert/strict";
+import { runTool } from "./_run_tool.ts";
+
+const PERMISSIONS = ["--allow-net=127.0.0.1", "--allow-env=PORT"];
+
+Deno.test("qstash-local refuses a PORT that is not a port number, in one line", async () => {
+  for (const port of ["abc", "8080x", "70000", "-1"]) {
+    const { code, stdout, stderr } = await runTool("qstash_local.ts", [], {
+      permissions: PERMISSIONS,
+      env: { PORT: port, NO_COLOR: "1" },
+    });
+    assert.equal(code, 1, stderr);
+    assert.equal(stdout, "");
+    assert.equal(
+      stderr,
+      `local QStash: PORT must be a port number, 0-65535: current value is ${
+        JSON.stringify(port)
+      }\n`,
+    );
+  }
+});
+
+Deno.test("qstash-local on a port another process holds says so, in one line", async () => {
+  const held = Deno.listen({ hostname: "127.0.0.1", port: 0 });
+  const { port } = held.addr as Deno.NetAddr;
+  try {
+    const { code, stdout, stderr } = await runTool("qstash_local.ts", [], {
+      permissions: PERMISSIONS,
+      env: { PORT: String(port), NO_COLOR: "1" },
+    });
+    assert.equal(code, 1, stderr);
+    assert.equal(stdout, "");
+    assert.equal(
+      stderr,
+      `local QStash: port ${port} is in use (another local QStash still running?): stop it, or set PORT to another port\n`,
+    );
+  } finally {
+    held.close();
+  }
+});
