@@ -37,5 +37,6 @@ docsServiceTests({
       stdout: "piped",
       stderr: "piped",
     }),
-  inUse: /EADDRINUSE/,
+  inUse:
+    /EADDRINUSE.*: another process holds the port \(a relayer still running\?\): stop it, or serve on another port$/,
 });
