@@ -900,7 +900,11 @@ async function openPostgres(
     throw new ConfigError(
       "DATABASE_URL",
       `DATABASE_URL: cannot open ${database.description}: ${message}${
-        openHint(message, database.sslnegotiation === "direct")
+        openHint(
+          message,
+          database.sslnegotiation === "direct",
+          missingDenoCert(),
+        )
       }`.replaceAll(database.url, "DATABASE_URL"),
     );
   } finally {
@@ -944,6 +948,38 @@ function cutLines(
 }
 
 /**
+ * The path `DENO_CERT` names where there is no file there, or `undefined`
+ * (unset, a file there, or one this process may not look at). Deno trusts
+ * no CA of a path it cannot open and says nothing of it, so a TLS refusal
+ * would send the operator to set the DENO_CERT they had set.
+ *
+ * @example Unset, nothing to name
+ * ```ts
+ * import { missingDenoCert } from "./main.ts";
+ * import assert from "node:assert/strict";
+ *
+ * if (Deno.env.get("DENO_CERT") === undefined) {
+ *   assert.equal(missingDenoCert(), undefined);
+ * }
+ * ```
+ */
+export function missingDenoCert(): string | undefined {
+  let path: string | undefined;
+  try {
+    path = Deno.env.get("DENO_CERT");
+  } catch {
+    return undefined; // no permission to read it
+  }
+  if (!path) return undefined;
+  try {
+    Deno.statSync(path);
+    return undefined;
+  } catch (error) {
+    return error instanceof Deno.errors.NotFound ? path : undefined;
+  }
+}
+
+/**
  * What to do about a database that could not be opened, where the error
  * says (`""` where it does not): the service's start and
  * `deno task kv-to-postgres` add it to the line that names `DATABASE_URL`.
@@ -951,6 +987,9 @@ function cutLines(
  * @param message The error's message.
  * @param direct Whether `DATABASE_URL` asks for direct TLS
  * (`?sslnegotiation=direct`).
+ * @param missingCert The path `DENO_CERT` names where no file is there
+ * ({@linkcode missingDenoCert}): Deno trusts no CA from it, and says
+ * nothing of the file.
  * @returns The hint, in parentheses after a space, or `""`.
  *
  * @example Nothing listening
@@ -960,9 +999,17 @@ function cutLines(
  *
  * assert.match(openHint("connect ECONNREFUSED 127.0.0.1:5432", false), /nothing listens at that host and port/);
  * assert.equal(openHint("something else", false), "");
+ * assert.match(
+ *   openHint("unable to verify the first certificate", false, "/etc/ssl/ca.pem"),
+ *   /DENO_CERT names "\/etc\/ssl\/ca\.pem", where there is no file/,
+ * );
  * ```
  */
-export function openHint(message: string, direct: boolean): string {
+export function openHint(
+  message: string,
+  direct: boolean,
+  missingCert?: string,
+): string {
   if (/\bECONNREFUSED\b/.test(message)) {
     return " (nothing listens at that host and port: start the server, or correct the host and port in DATABASE_URL)";
   }
@@ -997,6 +1044,11 @@ export function openHint(message: string, direct: boolean): string {
   if (unsupported) {
     const name = unsupported[1];
     return ` (the pooler in front of PostgreSQL (PgBouncer) takes no ?${name}= from DATABASE_URL at connect: remove it from DATABASE_URL and set what it sets on the role instead (ALTER ROLE … SET …), which each server session the pooler opens takes)`;
+  }
+  if (/certificate|self[- ]signed/i.test(message) && missingCert) {
+    return ` (DENO_CERT names ${
+      JSON.stringify(missingCert)
+    }, where there is no file, so Deno trusts no CA from it: set DENO_CERT to the path of the CA's PEM file, and connect by a name the server's certificate holds)`;
   }
   if (/certificate|self[- ]signed/i.test(message)) {
     return " (the server's TLS certificate does not chain to a CA this process trusts, or names another host: give Deno the CA with DENO_CERT=<file>, and connect by a name the certificate holds)";

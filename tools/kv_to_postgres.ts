@@ -39,7 +39,12 @@
 import postgres from "postgres";
 import { clientTls, PostgresStore } from "../store/postgres.ts";
 import type { KvLike } from "../store/kv.ts";
-import { openHint, remoteKvRefusal, withoutToken } from "../main.ts";
+import {
+  missingDenoCert,
+  openHint,
+  remoteKvRefusal,
+  withoutToken,
+} from "../main.ts";
 import { wordsOf } from "../policy/_walk.ts";
 import { tlsRefusalOf } from "../store/_postgres_tls.ts";
 import { clockSkew, ConfigError, databaseUrl } from "../webhook/config.ts";
@@ -302,7 +307,11 @@ export async function main(
         : String(refusal);
       console.error(
         `DATABASE_URL: cannot open ${database.description}: ${message}${
-          openHint(message, database.sslnegotiation === "direct")
+          openHint(
+            message,
+            database.sslnegotiation === "direct",
+            missingDenoCert(),
+          )
         }`.replaceAll(url, "DATABASE_URL"),
       );
       return 2;

@@ -222,6 +222,27 @@ const tlsCases: [string, (server: TlsServer) => Promise<void>][] = [
     },
   ],
   [
+    "main.ts refused for a certificate it cannot trust, with DENO_CERT naming a path where there is no file, says so, not to give DENO_CERT",
+    async ({ port: pg, url, caFile }) => {
+      // A path mistyped: Deno trusts no CA from it, and says nothing.
+      const missing = `${caFile}.gone`;
+      const quoted = JSON.stringify(missing).replace(
+        /[.*+?^${}()|[\]\\/]/g,
+        "\\$&",
+      );
+      await refusedStart(
+        {
+          ...base,
+          DATABASE_URL: url("?sslmode=verify-full"),
+          DENO_CERT: missing,
+        },
+        new RegExp(
+          `^relayer: cannot start: DATABASE_URL: cannot open PostgreSQL localhost:${pg}/postgres, TLS, server verified \\(sslmode=verify-full\\): .*certificate.* \\(DENO_CERT names ${quoted}, where there is no file, so Deno trusts no CA from it: set DENO_CERT to the path of the CA's PEM file, and connect by a name the server's certificate holds\\)$`,
+        ),
+      );
+    },
+  ],
+  [
     "main.ts refuses to start under ?sslmode=verify-full at an IP address whose server's certificate names localhost alone, though DENO_CERT trusts its CA",
     async ({ port: pg, url, caFile }) => {
       const byAddress = new URL(url("?sslmode=verify-full"));
