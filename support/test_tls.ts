@@ -55,6 +55,26 @@ export async function testCertificates(
   names: readonly string[] = ["localhost", "127.0.0.1"],
 ): Promise<TestCertificates> {
   const dir = await Deno.makeTempDir({ prefix: "relayer-tls-" });
+  try {
+    await writeCertificates(dir, names);
+  } catch (error) {
+    // No openssl, or a step it refused: the caller has no remove() to call.
+    await Deno.remove(dir, { recursive: true });
+    throw error;
+  }
+  return {
+    caFile: `${dir}/ca.crt`,
+    cert: await Deno.readTextFile(`${dir}/server.crt`),
+    key: await Deno.readTextFile(`${dir}/server.key`),
+    remove: () => Deno.remove(dir, { recursive: true }),
+  };
+}
+
+/** Writes the CA's and the server's files of {@linkcode testCertificates} into `dir`. */
+async function writeCertificates(
+  dir: string,
+  names: readonly string[],
+): Promise<void> {
   const san = names.map((name) =>
     /^[\d.]+$/.test(name) || name.includes(":") ? `IP:${name}` : `DNS:${name}`
   ).join(",");
@@ -111,10 +131,4 @@ export async function testCertificates(
     "-out",
     "server.crt",
   ], dir);
-  return {
-    caFile: `${dir}/ca.crt`,
-    cert: await Deno.readTextFile(`${dir}/server.crt`),
-    key: await Deno.readTextFile(`${dir}/server.key`),
-    remove: () => Deno.remove(dir, { recursive: true }),
-  };
 }

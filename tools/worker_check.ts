@@ -100,6 +100,7 @@ import {
 import { withPostgres } from "./_postgres_check.ts";
 import {
   type OwnedPostgresServer,
+  postgresBinDir,
   startPostgres,
 } from "../support/postgres_server.ts";
 import { testCertificates } from "../support/test_tls.ts";
@@ -139,6 +140,37 @@ async function postgresWorkersBuild(): Promise<string> {
   throw new CheckError(
     `postgres.js's Workers build is not at ${file}: ${todo}`,
   );
+}
+
+/**
+ * Refuses, before anything runs, a machine where the PostgreSQL part will
+ * run (its server binaries are here, or `CI=true` asks for it) but
+ * `openssl`, which makes the certificates of its TLS step, is missing:
+ * found only after the Worker's steps, it failed the check as an
+ * unexpected error.
+ *
+ * @throws {CheckError} If `openssl` does not run, naming what to install.
+ */
+export async function requireOpenssl(): Promise<void> {
+  if (Deno.env.get("CI") !== "true" && await postgresBinDir() === null) {
+    return;
+  }
+  let runs = false;
+  try {
+    runs = (await new Deno.Command("openssl", {
+      args: ["version"],
+      stdin: "null",
+      stdout: "null",
+      stderr: "null",
+    }).output()).success;
+  } catch {
+    // Not found, or not runnable: said below.
+  }
+  if (!runs) {
+    throw new CheckError(
+      "no openssl on the PATH, and the PostgreSQL part's TLS step (workerd to a server under sslmode=verify-full) makes its certificates with it: install it (Debian's openssl package: apt-get install openssl) and run again",
+    );
+  }
 }
 
 /**
@@ -275,9 +307,10 @@ async function postgresOnWorkerd(
  * `tools/_worker_check.mjs` under Node; then `PostgresStore` on workerd.
  *
  * @returns The exit code: 0 if every step passed.
- * @throws {CheckError} If a setup step fails (install, bundle, Node, the deadline).
+ * @throws {CheckError} If a setup step fails (openssl, install, bundle, Node, the deadline).
  */
 async function workerCheck(): Promise<number> {
+  await requireOpenssl();
   await requireNode();
   const cache = await npmInstall("miniflare", MINIFLARE_VERSION);
   let workerd: { version: string };
