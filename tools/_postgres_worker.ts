@@ -61,6 +61,8 @@ interface Env {
   readonly SENDER_URL: string;
   readonly WEBHOOK_SECRET: string;
   readonly OPS_TOKEN: string;
+  /** The second ops token, a rotation under way: the ops routes take both. */
+  readonly OPS_TOKEN_NEXT: string;
 }
 
 const POLICY = {

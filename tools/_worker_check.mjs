@@ -127,6 +127,8 @@ function workerFailed(label, error, lines) {
 
 const SECRET = "worker-check-secret-0123456789";
 const OPS = "worker-check-ops-0123456789";
+// The PostgreSQL Worker's second ops token: a rotation under way.
+const OPS_NEXT = "worker-check-ops-next-0123456789";
 const QSTASH_KEY = "sig_current_0123456789abcdef";
 const PUBLIC_URL = "https://relayer.example.test";
 const ops = { authorization: `Bearer ${OPS}` };
@@ -1380,6 +1382,7 @@ async function startPostgresWorker(lines) {
         SENDER_URL: "http://signer.test",
         WEBHOOK_SECRET: SECRET,
         OPS_TOKEN: OPS,
+        OPS_TOKEN_NEXT: OPS_NEXT,
         // No PUBLIC_URL: without QStash's keys nothing reads it, and the
         // Worker would name it on its first event.
         PUBSUB_AUDIENCE: PUSH_AUDIENCE,
@@ -1554,9 +1557,12 @@ async function postgresCheck() {
         ["pi_0005", "created", null],
       ]
     ) {
+      // The last with OPS_TOKEN_NEXT, which the ops routes take beside
+      // OPS_TOKEN while the clients move to it.
+      const token = id === "pi_0005" ? OPS_NEXT : OPS;
       const { status, body: { intent } } = await call("/v1/intents", {
         method: "POST",
-        headers: ops,
+        headers: { authorization: `Bearer ${token}` },
         body: JSON.stringify({ id, state }),
       });
       assertEqual(
@@ -1578,7 +1584,7 @@ async function postgresCheck() {
         "Cannot create intent pi_0001 as it exists: read it with GET /v1/intents/pi_0001 (this route only creates, it changes no intent).",
     }], "POST /v1/intents for an existing intent");
     console.log(
-      `  ${label} migrate() twice: 204; /readyz: 200; 5 intents: 201; a duplicate: 409`,
+      `  ${label} migrate() twice: 204; /readyz: 200; 5 intents: 201 (the last with OPS_TOKEN_NEXT); a duplicate: 409`,
     );
 
     const steps = await call("/store", { method: "POST" });

@@ -9,7 +9,11 @@
  */
 
 import assert from "node:assert/strict";
-import { SERVICE_ONLY, workerConfig } from "../../webhook/_settings.ts";
+import {
+  SERVICE_ONLY,
+  SETTINGS,
+  workerConfig,
+} from "../../webhook/_settings.ts";
 
 const ROOT = new URL("../../", import.meta.url);
 
@@ -177,4 +181,26 @@ Deno.test("workerConfig() refuses what is not the Worker's env object, saying so
       String(env),
     );
   }
+});
+
+Deno.test("the secrets docs/queues.md and wrangler.toml say to put with wrangler secret put are every secret a Worker reads, the rotations' second ones too", async () => {
+  // Every secret of the service (a key, a token) a Worker does not leave
+  // out; DATABASE_URL is postgres_worker.ts's.
+  const secrets = [...SETTINGS].filter((name) =>
+    /SECRET|TOKEN|SIGNING_KEY/.test(name) && !(name in SERVICE_ONLY)
+  );
+  const doc = (await Deno.readTextFile(new URL("docs/queues.md", ROOT)))
+    .replace(/\s+/g, " ");
+  const step = /Put the secrets \((.*?)\) with `wrangler secret put <NAME>`/
+    .exec(doc);
+  assert.ok(step, "docs/queues.md no longer lists the secrets to put");
+  const named = (text: string) =>
+    [...text.matchAll(/\b[A-Z][A-Z_]*_[A-Z_]+\b/g)].map((m) => m[0]).sort();
+  assert.deepEqual(named(step[1]!), [...secrets, "DATABASE_URL"].sort());
+  const toml = await Deno.readTextFile(
+    new URL("examples/cloudflare/wrangler.toml", ROOT),
+  );
+  const comment = /^# .*?Secrets \(([^)]*)\) go in with/ms.exec(toml);
+  assert.ok(comment, "wrangler.toml no longer lists the secrets");
+  assert.deepEqual(named(comment[1]!), secrets.sort());
 });
