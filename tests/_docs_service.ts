@@ -128,11 +128,15 @@ async function bundle(service: string): Promise<string> {
   }
 }
 
-/** The service bundled for node into `dir` (its port `port`). */
+// Where the service listens, as docs/api.md writes it (once).
+const HOST = 'hostname = "127.0.0.1"';
+
+/** The service bundled for node into `dir` (its port `port`, its host `host`). */
 async function bundled(
   service: string,
   dir: string,
   port = 8000,
+  host = "127.0.0.1",
 ): Promise<string> {
   assert.match(service, /port: 8000/, "the service's port");
   let made = bundles.get(service);
@@ -140,9 +144,14 @@ async function bundled(
     made = bundle(service);
     bundles.set(service, made);
   }
+  const text = await made;
+  assert.equal(text.split(HOST).length, 2, "the bundle's host, once");
   await Deno.writeTextFile(
     `${dir}/service.mjs`,
-    (await made).replace(PORT_MARK, `port: ${port}`),
+    text.replace(PORT_MARK, `port: ${port}`).replace(
+      HOST,
+      `hostname = ${JSON.stringify(host)}`,
+    ),
   );
   return `${dir}/service.mjs`;
 }
@@ -215,6 +224,45 @@ export function docsServiceTests(s: DocsService): void {
           assert.match(lines[0]!, /^relayer: cannot start: /, what);
           assert.match(lines[0]!, said, what);
           assert.ok(!err.includes(PASSWORD), `${what}: the password shows`);
+        }
+      } finally {
+        await Deno.remove(dir, { recursive: true });
+      }
+    }),
+  });
+
+  Deno.test({
+    name:
+      `docs/api.md's ${s.runtime} service set to listen off loopback refuses RELAYER_INSECURE_DEV in one line, as main.ts does, and takes it on loopback`,
+    ignore: s.ignore,
+    fn: timeout(60_000, async () => {
+      const dir = await Deno.makeTempDir({ prefix });
+      try {
+        // Nothing listens on port 1: a start that got past the refusal
+        // stops at the database, in its own words.
+        const env = {
+          ...SETTINGS,
+          DATABASE_URL: `postgres://relayer:${PASSWORD}@127.0.0.1:1/relayer`,
+          RELAYER_INSECURE_DEV: "1",
+        };
+        for (const host of ["0.0.0.0", "::"]) {
+          await bundled(await s.service(), dir, 8000, host);
+          const { code, err } = await run(dir, env);
+          assert.equal(code, 1, `${host}: exit code; stderr:\n${err}`);
+          assert.equal(
+            err,
+            `relayer: cannot start: RELAYER_INSECURE_DEV is for local runs, and this service listens on ${host}, off this machine: unset it, or listen on 127.0.0.1\n`,
+          );
+        }
+        for (const host of ["127.0.0.1", "localhost"]) {
+          await bundled(await s.service(), dir, 8000, host);
+          const { code, err } = await run(dir, env);
+          assert.equal(code, 1, `${host}: exit code; stderr:\n${err}`);
+          assert.match(
+            err,
+            /^relayer: cannot start: .*(ECONNREFUSED|refused)/,
+            host,
+          );
         }
       } finally {
         await Deno.remove(dir, { recursive: true });
