@@ -26,7 +26,11 @@
  *   local connection string, and, given one in `.env` as the docs say,
  *   runs the same jobs on a real PostgreSQL server it starts (migrated
  *   first, as step 3 says), or says it skipped that where there are no
- *   server binaries.
+ *   server binaries;
+ * - from the same tarball, docs/api.md's Node service on PostgreSQL runs
+ *   as its "From Node" says, `node --import tsx service.ts` on the Node on
+ *   PATH, tsx and `@hono/node-server` at the docs' pins, on that server:
+ *   its two start lines, `/readyz`, an intent created, exit 0 on SIGTERM.
  *
  * No network beyond npm: `WRANGLER_SEND_METRICS=false`,
  * `CLOUDFLARE_CF_FETCH_ENABLED=false`, no Cloudflare credentials passed on.
@@ -824,6 +828,187 @@ async function postgresDev(
   }
 }
 
+/**
+ * The pin docs/api.md gives `name` (`npm install --save-exact … name@x.y.z`).
+ *
+ * @param apiDocs docs/api.md's text.
+ * @param name The npm package.
+ * @returns Its version.
+ * @throws {CheckError} If the docs pin none.
+ *
+ * @example
+ * ```ts
+ * import { docsPin } from "./wrangler_check.ts";
+ * import assert from "node:assert/strict";
+ *
+ * const docs = "(`npm install --save-exact tsx@4.23.15` ran it)";
+ * assert.equal(docsPin(docs, "tsx"), "4.23.15");
+ * ```
+ */
+export function docsPin(apiDocs: string, name: string): string {
+  const escaped = name.replace(/[.*+?^${}()|[\]\\/]/g, "\\$&");
+  const pin = new RegExp(
+    `npm install --save-exact [^\`]*?(?<![\\w@/-])${escaped}@(\\d+\\.\\d+\\.\\d+)`,
+  ).exec(apiDocs)?.[1];
+  if (pin === undefined) {
+    throw new CheckError(
+      `docs/api.md pins no ${name} (npm install --save-exact ${name}@<version>): restore it`,
+    );
+  }
+  return pin;
+}
+
+/**
+ * docs/api.md's Node service on PostgreSQL (its "From Node" block that
+ * builds a `PostgresStore`), run as that section says: from the tarball,
+ * `node --import tsx service.ts` on the Node on PATH (20 in CI), with tsx
+ * and `@hono/node-server` at the docs' pins, on the server at `url`. It
+ * must say what it serves in two lines, answer `/readyz` 200 and create an
+ * intent with `OPS_TOKEN`, and exit 0 on SIGTERM. Its port is the one
+ * change (8000 is the snippets').
+ */
+async function nodeService(project: string, url: string): Promise<boolean> {
+  const label = "[node --import tsx]";
+  const fail = (why: string) => {
+    console.log(
+      `wrangler-check: FAIL ${label} docs/api.md's Node service: ${why}`,
+    );
+    return false;
+  };
+  const docs = await Deno.readTextFile(`${ROOT}docs/api.md`);
+  const from = docs.indexOf("\n## From Node\n");
+  const to = docs.indexOf("\n## From Bun\n");
+  const service = [
+    ...docs.slice(from, to).matchAll(/^```ts[^\n]*\n([^]*?)^```/gm),
+  ].map((m) => m[1]!).find((code) => code.includes("new PostgresStore("));
+  if (from < 0 || to < from || service === undefined) {
+    return fail("docs/api.md has no From Node block serving PostgresStore");
+  }
+  const install = await run("npm", [
+    "install",
+    "--no-audit",
+    "--no-fund",
+    "--save-exact",
+    `tsx@${docsPin(docs, "tsx")}`,
+    `@hono/node-server@${docsPin(docs, "@hono/node-server")}`,
+  ], {
+    cwd: project,
+    label: "npm install of tsx",
+    timeoutMs: INSTALL_TIMEOUT_MS,
+  });
+  if (install.code !== 0) {
+    throw new CheckError(
+      `npm install of tsx and @hono/node-server failed (${
+        errorLine(install.out)
+      }): check that the npm registry answers (npm ping), then run again`,
+    );
+  }
+  const free = Deno.listen({ hostname: "127.0.0.1", port: 0 });
+  const port = free.addr.port;
+  free.close();
+  if (!service.includes("port: 8000,")) {
+    return fail("it no longer serves on port 8000");
+  }
+  await Deno.writeTextFile(
+    `${project}/service.ts`,
+    service.replace("port: 8000,", `port: ${port},`),
+  );
+  // tsx's cache goes with the project.
+  await Deno.mkdir(`${project}/tmp`, { recursive: true });
+  const child = new Deno.Command("node", {
+    args: ["--import", "tsx", "service.ts"],
+    cwd: project,
+    env: {
+      PATH: Deno.env.get("PATH") ?? "",
+      HOME: Deno.env.get("HOME") ?? project,
+      TMPDIR: `${project}/tmp`,
+      DATABASE_URL: url,
+      SENDER_URL: "http://127.0.0.1:9",
+      WEBHOOK_SECRET: SECRET,
+      OPS_TOKEN,
+    },
+    clearEnv: true,
+    stdin: "null",
+    stdout: "piped",
+    stderr: "piped",
+  }).spawn();
+  const stdout = new Response(child.stdout).text();
+  const stderr = new Response(child.stderr).text();
+  const base = `http://127.0.0.1:${port}`;
+  let ended = false;
+  void child.status.then(() => ended = true);
+  try {
+    let ready = false;
+    for (let i = 0; i < 150 && !ready && !ended; i++) {
+      ready = await fetch(`${base}/readyz`).then(
+        async (r) => (await r.body?.cancel(), r.ok),
+        () => false,
+      );
+      if (!ready) await new Promise((r) => setTimeout(r, 200));
+    }
+    if (!ready) {
+      child.kill("SIGKILL");
+      await child.status;
+      return fail(`no 200 on /readyz within 30 s: ${errorLine(await stderr)}`);
+    }
+    const created = await call(
+      `${base}/v1/intents`,
+      "POST",
+      JSON.stringify({ id: "tsx_0001", state: "created" }),
+    );
+    child.kill("SIGTERM");
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    const status = await Promise.race([
+      child.status,
+      new Promise<undefined>((r) => {
+        timer = setTimeout(() => r(undefined), 15_000);
+      }),
+    ]);
+    clearTimeout(timer);
+    if (status === undefined) {
+      child.kill("SIGKILL");
+      await child.status;
+      return fail("still running 15 s after SIGTERM");
+    }
+    if (created.status !== 201) {
+      return fail(
+        `POST /v1/intents answered ${created.status}: ${
+          JSON.stringify(created.json)
+        }`,
+      );
+    }
+    if (status.code !== 0) {
+      return fail(`exit ${status.code} on SIGTERM: ${errorLine(await stderr)}`);
+    }
+    const lines = (await stdout).split("\n");
+    if (
+      !/^relayer: .*; store PostgreSQL 127\.0\.0\.1:\d+\/\S+, no TLS$/.test(
+        lines[0] ?? "",
+      ) ||
+      lines[1] !== `relayer: listening on ${base}/`
+    ) {
+      return fail(`its start lines: ${JSON.stringify(lines.slice(0, 2))}`);
+    }
+    console.log(
+      `  ${label} docs/api.md's Node service from the tarball on Node ${
+        (await run("node", ["--version"])).out.trim()
+      }: its two start lines, /readyz 200, an intent created (201), exit 0 on SIGTERM`,
+    );
+    return true;
+  } finally {
+    if (!ended) {
+      try {
+        child.kill("SIGKILL");
+      } catch {
+        // It ended meanwhile.
+      }
+    }
+    await child.status;
+    await stdout.catch(() => {});
+    await stderr.catch(() => {});
+  }
+}
+
 async function wranglerCheck(): Promise<number> {
   const dir = await Deno.makeTempDir({ prefix: "relayer_wrangler_check_" });
   const server = Deno.serve(
@@ -850,9 +1035,10 @@ async function wranglerCheck(): Promise<number> {
     ok = await devWalk(found, worker, "wrangler.toml", "pi") && ok;
     ok = await withPostgres(
       "wrangler-check: postgres_worker.ts under wrangler dev",
-      (url) => {
+      async (url) => {
         postgresRan = true;
-        return postgresDev(found, worker, url);
+        const dev = await postgresDev(found, worker, url);
+        return await nodeService(worker, url) && dev;
       },
     ) && ok;
   } finally {
