@@ -29,7 +29,8 @@
  *   server binaries;
  * - from the same tarball, docs/api.md's Node service on PostgreSQL runs
  *   as its "From Node" says, `node --import tsx service.ts` on the Node on
- *   PATH, tsx and `@hono/node-server` at the docs' pins, on that server:
+ *   PATH and on the pinned 22, tsx and `@hono/node-server` at the docs'
+ *   pins, on that server:
  *   its two start lines, `/readyz`, an intent created, exit 0 on SIGTERM.
  *
  * No network beyond npm: `WRANGLER_SEND_METRICS=false`,
@@ -861,17 +862,22 @@ export function docsPin(apiDocs: string, name: string): string {
 /**
  * docs/api.md's Node service on PostgreSQL (its "From Node" block that
  * builds a `PostgresStore`), run as that section says: from the tarball,
- * `node --import tsx service.ts` on the Node on PATH (20 in CI), with tsx
+ * `node --import tsx service.ts` on each of `nodes` (the Node on PATH, 20
+ * in CI, and the pinned 22, as the docs say it ran on both), with tsx
  * and `@hono/node-server` at the docs' pins, on the server at `url`. It
  * must say what it serves in two lines, answer `/readyz` 200 and create an
  * intent with `OPS_TOKEN`, and exit 0 on SIGTERM. Its port is the one
  * change (8000 is the snippets').
  */
-async function nodeService(project: string, url: string): Promise<boolean> {
+async function nodeService(
+  project: string,
+  url: string,
+  nodes: readonly string[],
+): Promise<boolean> {
   const label = "[node --import tsx]";
-  const fail = (why: string) => {
+  const fail = (why: string, node = "") => {
     console.log(
-      `wrangler-check: FAIL ${label} docs/api.md's Node service: ${why}`,
+      `wrangler-check: FAIL ${label} docs/api.md's Node service${node}: ${why}`,
     );
     return false;
   };
@@ -903,110 +909,126 @@ async function nodeService(project: string, url: string): Promise<boolean> {
       }): check that the npm registry answers (npm ping), then run again`,
     );
   }
-  const free = Deno.listen({ hostname: "127.0.0.1", port: 0 });
-  const port = free.addr.port;
-  free.close();
-  if (!service.includes("port: 8000,")) {
-    return fail("it no longer serves on port 8000");
-  }
-  await Deno.writeTextFile(
-    `${project}/service.ts`,
-    service.replace("port: 8000,", `port: ${port},`),
-  );
-  // tsx's cache goes with the project.
-  await Deno.mkdir(`${project}/tmp`, { recursive: true });
-  const child = new Deno.Command("node", {
-    args: ["--import", "tsx", "service.ts"],
-    cwd: project,
-    env: {
-      PATH: Deno.env.get("PATH") ?? "",
-      HOME: Deno.env.get("HOME") ?? project,
-      TMPDIR: `${project}/tmp`,
-      DATABASE_URL: url,
-      SENDER_URL: "http://127.0.0.1:9",
-      WEBHOOK_SECRET: SECRET,
-      OPS_TOKEN,
-    },
-    clearEnv: true,
-    stdin: "null",
-    stdout: "piped",
-    stderr: "piped",
-  }).spawn();
-  const stdout = new Response(child.stdout).text();
-  const stderr = new Response(child.stderr).text();
-  const base = `http://127.0.0.1:${port}`;
-  let ended = false;
-  void child.status.then(() => ended = true);
-  try {
-    let ready = false;
-    for (let i = 0; i < 150 && !ready && !ended; i++) {
-      ready = await fetch(`${base}/readyz`).then(
-        async (r) => (await r.body?.cancel(), r.ok),
-        () => false,
-      );
-      if (!ready) await new Promise((r) => setTimeout(r, 200));
+  /** Runs the service on `node`; whether it held. */
+  const runOn = async (node: string): Promise<boolean> => {
+    const version = (await run(node, ["--version"])).out.trim();
+    const on = ` on Node ${version}`;
+    const free = Deno.listen({ hostname: "127.0.0.1", port: 0 });
+    const port = free.addr.port;
+    free.close();
+    if (!service.includes("port: 8000,")) {
+      return fail("it no longer serves on port 8000", on);
     }
-    if (!ready) {
-      child.kill("SIGKILL");
-      await child.status;
-      return fail(`no 200 on /readyz within 30 s: ${errorLine(await stderr)}`);
-    }
-    const created = await call(
-      `${base}/v1/intents`,
-      "POST",
-      JSON.stringify({ id: "tsx_0001", state: "created" }),
+    await Deno.writeTextFile(
+      `${project}/service.ts`,
+      service.replace("port: 8000,", `port: ${port},`),
     );
-    child.kill("SIGTERM");
-    let timer: ReturnType<typeof setTimeout> | undefined;
-    const status = await Promise.race([
-      child.status,
-      new Promise<undefined>((r) => {
-        timer = setTimeout(() => r(undefined), 15_000);
-      }),
-    ]);
-    clearTimeout(timer);
-    if (status === undefined) {
-      child.kill("SIGKILL");
-      await child.status;
-      return fail("still running 15 s after SIGTERM");
-    }
-    if (created.status !== 201) {
-      return fail(
-        `POST /v1/intents answered ${created.status}: ${
-          JSON.stringify(created.json)
-        }`,
-      );
-    }
-    if (status.code !== 0) {
-      return fail(`exit ${status.code} on SIGTERM: ${errorLine(await stderr)}`);
-    }
-    const lines = (await stdout).split("\n");
-    if (
-      !/^relayer: .*; store PostgreSQL 127\.0\.0\.1:\d+\/\S+, no TLS$/.test(
-        lines[0] ?? "",
-      ) ||
-      lines[1] !== `relayer: listening on ${base}/`
-    ) {
-      return fail(`its start lines: ${JSON.stringify(lines.slice(0, 2))}`);
-    }
-    console.log(
-      `  ${label} docs/api.md's Node service from the tarball on Node ${
-        (await run("node", ["--version"])).out.trim()
-      }: its two start lines, /readyz 200, an intent created (201), exit 0 on SIGTERM`,
-    );
-    return true;
-  } finally {
-    if (!ended) {
-      try {
-        child.kill("SIGKILL");
-      } catch {
-        // It ended meanwhile.
+    // tsx's cache goes with the project.
+    await Deno.mkdir(`${project}/tmp`, { recursive: true });
+    const child = new Deno.Command(node, {
+      args: ["--import", "tsx", "service.ts"],
+      cwd: project,
+      env: {
+        PATH: Deno.env.get("PATH") ?? "",
+        HOME: Deno.env.get("HOME") ?? project,
+        TMPDIR: `${project}/tmp`,
+        DATABASE_URL: url,
+        SENDER_URL: "http://127.0.0.1:9",
+        WEBHOOK_SECRET: SECRET,
+        OPS_TOKEN,
+      },
+      clearEnv: true,
+      stdin: "null",
+      stdout: "piped",
+      stderr: "piped",
+    }).spawn();
+    const stdout = new Response(child.stdout).text();
+    const stderr = new Response(child.stderr).text();
+    const base = `http://127.0.0.1:${port}`;
+    let ended = false;
+    void child.status.then(() => ended = true);
+    try {
+      let ready = false;
+      for (let i = 0; i < 150 && !ready && !ended; i++) {
+        ready = await fetch(`${base}/readyz`).then(
+          async (r) => (await r.body?.cancel(), r.ok),
+          () => false,
+        );
+        if (!ready) await new Promise((r) => setTimeout(r, 200));
       }
+      if (!ready) {
+        child.kill("SIGKILL");
+        await child.status;
+        return fail(
+          `no 200 on /readyz within 30 s: ${errorLine(await stderr)}`,
+          on,
+        );
+      }
+      const created = await call(
+        `${base}/v1/intents`,
+        "POST",
+        JSON.stringify({ id: `tsx_${port}`, state: "created" }),
+      );
+      child.kill("SIGTERM");
+      let timer: ReturnType<typeof setTimeout> | undefined;
+      const status = await Promise.race([
+        child.status,
+        new Promise<undefined>((r) => {
+          timer = setTimeout(() => r(undefined), 15_000);
+        }),
+      ]);
+      clearTimeout(timer);
+      if (status === undefined) {
+        child.kill("SIGKILL");
+        await child.status;
+        return fail("still running 15 s after SIGTERM", on);
+      }
+      if (created.status !== 201) {
+        return fail(
+          `POST /v1/intents answered ${created.status}: ${
+            JSON.stringify(created.json)
+          }`,
+          on,
+        );
+      }
+      if (status.code !== 0) {
+        return fail(
+          `exit ${status.code} on SIGTERM: ${errorLine(await stderr)}`,
+          on,
+        );
+      }
+      const lines = (await stdout).split("\n");
+      if (
+        !/^relayer: .*; store PostgreSQL 127\.0\.0\.1:\d+\/\S+, no TLS$/.test(
+          lines[0] ?? "",
+        ) ||
+        lines[1] !== `relayer: listening on ${base}/`
+      ) {
+        return fail(
+          `its start lines: ${JSON.stringify(lines.slice(0, 2))}`,
+          on,
+        );
+      }
+      console.log(
+        `  ${label} docs/api.md's Node service from the tarball${on}: its two start lines, /readyz 200, an intent created (201), exit 0 on SIGTERM`,
+      );
+      return true;
+    } finally {
+      if (!ended) {
+        try {
+          child.kill("SIGKILL");
+        } catch {
+          // It ended meanwhile.
+        }
+      }
+      await child.status;
+      await stdout.catch(() => {});
+      await stderr.catch(() => {});
     }
-    await child.status;
-    await stdout.catch(() => {});
-    await stderr.catch(() => {});
-  }
+  };
+  let ok = true;
+  for (const node of nodes) ok = await runOn(node) && ok;
+  return ok;
 }
 
 async function wranglerCheck(): Promise<number> {
@@ -1038,7 +1060,7 @@ async function wranglerCheck(): Promise<number> {
       async (url) => {
         postgresRan = true;
         const dev = await postgresDev(found, worker, url);
-        return await nodeService(worker, url) && dev;
+        return await nodeService(worker, url, ["node", found.node]) && dev;
       },
     ) && ok;
   } finally {
