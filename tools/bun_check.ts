@@ -17,7 +17,9 @@
  * against a real PostgreSQL server it starts (Debian's `postgresql`
  * binaries; where they are missing it says so, in its last line too, and
  * under `CI=true` it fails), and `answeredSocketOption`'s socket on Bun's
- * own streams against that server (`tools/_postgres_socket_probe.ts`).
+ * own streams against that server (`tools/_postgres_socket_probe.ts`),
+ * and docs/api.md's Bun service there, from the tarball its "From Node"
+ * describes, added with `bun add` and run as `bun service.ts`.
  *
  * `deno task bun-check`; exits non-zero if anything fails.
  *
@@ -25,7 +27,7 @@
  */
 
 // deno-lint-ignore-file no-console
-import { ROOT, runMain } from "./_check.ts";
+import { errorLine, ROOT, runMain } from "./_check.ts";
 import {
   bundle,
   cachedVersion,
@@ -36,9 +38,78 @@ import {
 import { withPostgres } from "./_postgres_check.ts";
 import { resendProbe } from "./_resend_probe.ts";
 import { socketProbe } from "./_postgres_socket_probe.ts";
+import { apiBlock, runDocsService } from "./_docs_service_run.ts";
+import { packTarball } from "./wrangler_check.ts";
 
 /** The pinned Bun. */
 export const BUN_VERSION = "1.4.5";
+
+/**
+ * docs/api.md's Bun service on PostgreSQL, run as its "From Bun" says:
+ * the tarball and the docs' `postgres` added with `bun add` to a project
+ * of its own, `bun service.ts` (Bun runs the package's TypeScript as it
+ * is), on the server at `url`; `runDocsService`'s checks.
+ *
+ * @returns Whether it held.
+ */
+async function bunService(
+  bun: string,
+  env: Record<string, string>,
+  dir: string,
+  url: string,
+  version: string,
+): Promise<boolean> {
+  const label =
+    `[bun service.ts] docs/api.md's Bun service from the tarball on Bun ${version}`;
+  const docs = await Deno.readTextFile(`${ROOT}docs/api.md`);
+  const source = apiBlock(docs, "From Bun", "new PostgresStore(");
+  const pin = /`bun add postgres@(\d+\.\d+\.\d+)`/.exec(docs)?.[1];
+  if (source === undefined || pin === undefined) {
+    console.log(
+      `bun-check: FAIL ${label}: docs/api.md's From Bun has no service on PostgresStore, or no \`bun add postgres@<version>\``,
+    );
+    return false;
+  }
+  await Deno.mkdir(`${dir}/tarball`);
+  const tarball = await packTarball(`${dir}/tarball`);
+  const project = `${dir}/bun_service`;
+  await Deno.mkdir(project);
+  await Deno.writeTextFile(
+    `${project}/package.json`,
+    JSON.stringify({ name: "relayer-service", private: true, type: "module" }),
+  );
+  for (const what of [tarball, `postgres@${pin}`]) {
+    const added = await run(bun, ["add", what], {
+      cwd: project,
+      env,
+      label: `bun add ${what}`,
+    });
+    if (added.code !== 0) {
+      console.log(
+        `bun-check: FAIL ${label}: bun add ${what} failed (${
+          errorLine(added.out)
+        }): check that the npm registry answers (npm ping), then run again`,
+      );
+      return false;
+    }
+  }
+  const wrong = await runDocsService({
+    source,
+    project,
+    command: bun,
+    args: [],
+    env,
+    databaseUrl: url,
+    opsToken: "bun-check-ops-0123456789",
+    webhookSecret: "bun-check-secret-0123456789",
+  });
+  console.log(
+    wrong === undefined
+      ? `  ${label}: its two start lines, /readyz 200, an intent created (201), exit 0 on SIGTERM`
+      : `bun-check: FAIL ${label}: ${wrong}`,
+  );
+  return wrong === undefined;
+}
 
 /**
  * The check: Bun's version, the demo from source, the webhook under
@@ -147,7 +218,9 @@ async function bunCheck(): Promise<number> {
       const socket = await socketProbe(dir, url, socketDir, [
         { label: `Bun ${version}`, command: bun, args: ["run"], env },
       ]);
-      return contract && socket;
+      // The docs' service from the tarball, as an adopter runs it.
+      const service = await bunService(bun, env, dir, url, version);
+      return contract && socket && service;
     }) && ok;
   } finally {
     await Deno.remove(dir, { recursive: true });

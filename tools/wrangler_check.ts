@@ -51,6 +51,7 @@ import { CheckError, errorLine, ROOT, runMain } from "./_check.ts";
 import { schemaErrors } from "./_json_schema.ts";
 import { INSTALL_TIMEOUT_MS, npmInstall, run } from "./_npm_cache.ts";
 import { withPostgres } from "./_postgres_check.ts";
+import { apiBlock, runDocsService } from "./_docs_service_run.ts";
 import { signGeneric } from "./_sign.ts";
 
 /** The pinned Wrangler; its Miniflare is worker-check's 4.20260730.0. */
@@ -299,8 +300,17 @@ async function copy(from: string, to: string): Promise<void> {
 /**
  * The tarball docs/api.md describes: this clone's package files with the
  * docs' `package.json`, its version marked with the commit, `npm pack`ed.
+ *
+ * @param dir Where it packs (`dir/package`) and leaves the tarball.
+ * @returns The tarball's path.
+ * @throws {CheckError} If `npm pack` fails.
+ *
+ * @example
+ * ```ts ignore
+ * const tarball = await packTarball(await Deno.makeTempDir());
+ * ```
  */
-async function pack(dir: string): Promise<string> {
+export async function packTarball(dir: string): Promise<string> {
   const manifest = docsPackageJson(
     await Deno.readTextFile(`${ROOT}docs/api.md`),
   );
@@ -336,7 +346,6 @@ async function pack(dir: string): Promise<string> {
       }): run it in a copy of the clone with docs/api.md's package.json`,
     );
   }
-  console.log(`wrangler-check: packed ${tarball} as docs/api.md says`);
   return `${dir}/${tarball}`;
 }
 
@@ -875,20 +884,13 @@ async function nodeService(
   nodes: readonly string[],
 ): Promise<boolean> {
   const label = "[node --import tsx]";
-  const fail = (why: string, node = "") => {
+  const docs = await Deno.readTextFile(`${ROOT}docs/api.md`);
+  const source = apiBlock(docs, "From Node", "new PostgresStore(");
+  if (source === undefined) {
     console.log(
-      `wrangler-check: FAIL ${label} docs/api.md's Node service${node}: ${why}`,
+      `wrangler-check: FAIL ${label} docs/api.md has no From Node block serving PostgresStore`,
     );
     return false;
-  };
-  const docs = await Deno.readTextFile(`${ROOT}docs/api.md`);
-  const from = docs.indexOf("\n## From Node\n");
-  const to = docs.indexOf("\n## From Bun\n");
-  const service = [
-    ...docs.slice(from, to).matchAll(/^```ts[^\n]*\n([^]*?)^```/gm),
-  ].map((m) => m[1]!).find((code) => code.includes("new PostgresStore("));
-  if (from < 0 || to < from || service === undefined) {
-    return fail("docs/api.md has no From Node block serving PostgresStore");
   }
   const install = await run("npm", [
     "install",
@@ -909,125 +911,29 @@ async function nodeService(
       }): check that the npm registry answers (npm ping), then run again`,
     );
   }
-  /** Runs the service on `node`; whether it held. */
-  const runOn = async (node: string): Promise<boolean> => {
-    const version = (await run(node, ["--version"])).out.trim();
-    const on = ` on Node ${version}`;
-    const free = Deno.listen({ hostname: "127.0.0.1", port: 0 });
-    const port = free.addr.port;
-    free.close();
-    if (!service.includes("port: 8000,")) {
-      return fail("it no longer serves on port 8000", on);
-    }
-    await Deno.writeTextFile(
-      `${project}/service.ts`,
-      service.replace("port: 8000,", `port: ${port},`),
-    );
-    // tsx's cache goes with the project.
-    await Deno.mkdir(`${project}/tmp`, { recursive: true });
-    const child = new Deno.Command(node, {
-      args: ["--import", "tsx", "service.ts"],
-      cwd: project,
-      env: {
-        PATH: Deno.env.get("PATH") ?? "",
-        HOME: Deno.env.get("HOME") ?? project,
-        TMPDIR: `${project}/tmp`,
-        DATABASE_URL: url,
-        SENDER_URL: "http://127.0.0.1:9",
-        WEBHOOK_SECRET: SECRET,
-        OPS_TOKEN,
-      },
-      clearEnv: true,
-      stdin: "null",
-      stdout: "piped",
-      stderr: "piped",
-    }).spawn();
-    const stdout = new Response(child.stdout).text();
-    const stderr = new Response(child.stderr).text();
-    const base = `http://127.0.0.1:${port}`;
-    let ended = false;
-    void child.status.then(() => ended = true);
-    try {
-      let ready = false;
-      for (let i = 0; i < 150 && !ready && !ended; i++) {
-        ready = await fetch(`${base}/readyz`).then(
-          async (r) => (await r.body?.cancel(), r.ok),
-          () => false,
-        );
-        if (!ready) await new Promise((r) => setTimeout(r, 200));
-      }
-      if (!ready) {
-        child.kill("SIGKILL");
-        await child.status;
-        return fail(
-          `no 200 on /readyz within 30 s: ${errorLine(await stderr)}`,
-          on,
-        );
-      }
-      const created = await call(
-        `${base}/v1/intents`,
-        "POST",
-        JSON.stringify({ id: `tsx_${port}`, state: "created" }),
-      );
-      child.kill("SIGTERM");
-      let timer: ReturnType<typeof setTimeout> | undefined;
-      const status = await Promise.race([
-        child.status,
-        new Promise<undefined>((r) => {
-          timer = setTimeout(() => r(undefined), 15_000);
-        }),
-      ]);
-      clearTimeout(timer);
-      if (status === undefined) {
-        child.kill("SIGKILL");
-        await child.status;
-        return fail("still running 15 s after SIGTERM", on);
-      }
-      if (created.status !== 201) {
-        return fail(
-          `POST /v1/intents answered ${created.status}: ${
-            JSON.stringify(created.json)
-          }`,
-          on,
-        );
-      }
-      if (status.code !== 0) {
-        return fail(
-          `exit ${status.code} on SIGTERM: ${errorLine(await stderr)}`,
-          on,
-        );
-      }
-      const lines = (await stdout).split("\n");
-      if (
-        !/^relayer: .*; store PostgreSQL 127\.0\.0\.1:\d+\/\S+, no TLS$/.test(
-          lines[0] ?? "",
-        ) ||
-        lines[1] !== `relayer: listening on ${base}/`
-      ) {
-        return fail(
-          `its start lines: ${JSON.stringify(lines.slice(0, 2))}`,
-          on,
-        );
-      }
-      console.log(
-        `  ${label} docs/api.md's Node service from the tarball${on}: its two start lines, /readyz 200, an intent created (201), exit 0 on SIGTERM`,
-      );
-      return true;
-    } finally {
-      if (!ended) {
-        try {
-          child.kill("SIGKILL");
-        } catch {
-          // It ended meanwhile.
-        }
-      }
-      await child.status;
-      await stdout.catch(() => {});
-      await stderr.catch(() => {});
-    }
-  };
   let ok = true;
-  for (const node of nodes) ok = await runOn(node) && ok;
+  for (const node of nodes) {
+    const on = `on Node ${(await run(node, ["--version"])).out.trim()}`;
+    const wrong = await runDocsService({
+      source,
+      project,
+      command: node,
+      args: ["--import", "tsx"],
+      databaseUrl: url,
+      opsToken: OPS_TOKEN,
+      webhookSecret: SECRET,
+    });
+    if (wrong === undefined) {
+      console.log(
+        `  ${label} docs/api.md's Node service from the tarball ${on}: its two start lines, /readyz 200, an intent created (201), exit 0 on SIGTERM`,
+      );
+    } else {
+      ok = false;
+      console.log(
+        `wrangler-check: FAIL ${label} docs/api.md's Node service ${on}: ${wrong}`,
+      );
+    }
+  }
   return ok;
 }
 
@@ -1046,7 +952,13 @@ async function wranglerCheck(): Promise<number> {
         found.node.split("/node_modules/")[1]?.split("/")[0]
       }`,
     );
-    const worker = await project(dir, await pack(dir));
+    const tarball = await packTarball(dir);
+    console.log(
+      `wrangler-check: packed ${
+        tarball.slice(tarball.lastIndexOf("/") + 1)
+      } as docs/api.md says`,
+    );
+    const worker = await project(dir, tarball);
     await Deno.writeTextFile(
       `${worker}/.dev.vars`,
       devVars(`http://127.0.0.1:${server.addr.port}`),
