@@ -30,6 +30,8 @@ import { startPostgres } from "../support/postgres_server.ts";
 import { testCertificates } from "../support/test_tls.ts";
 import { blackHole } from "./_black_hole.ts";
 import { freshDatabase, postgresAvailable } from "./_postgres.ts";
+import { signedDelivery } from "./_main_process.ts";
+import { slowSigner } from "./_slow_signer.ts";
 import { timeout } from "./_timeout.ts";
 import { ipv6LoopbackAvailable, tlsSuitesAvailable } from "./_tls_postgres.ts";
 
@@ -300,7 +302,7 @@ export function docsServiceTests(s: DocsService): void {
         child.kill("SIGTERM");
         const { code } = await child.status;
         child = undefined;
-        assert.equal(code, 0, await stderr);
+        assert.equal(code, 0, `${await stdout}\n${await stderr}`);
         // What it serves and where, in deno task start's words.
         const { pathname } = new URL(database.url);
         assert.deepEqual((await stdout).split("\n").slice(0, 2), [
@@ -311,6 +313,73 @@ export function docsServiceTests(s: DocsService): void {
         ]);
       } finally {
         await killed(child);
+        await database.drop();
+        await Deno.remove(dir, { recursive: true });
+      }
+    }),
+  });
+
+  Deno.test({
+    name:
+      `docs/api.md's ${s.runtime} service on SIGTERM sends the answer of the delivery in flight, its send's hash in it, then exits 0`,
+    ignore: s.ignore || !postgresAvailable,
+    fn: timeout(60_000, async () => {
+      const dir = await Deno.makeTempDir({ prefix });
+      const database = await freshDatabase();
+      // Held until the service takes no new connection: its drain begun.
+      const signer = slowSigner(30_000);
+      const free = Deno.listen({ hostname: "127.0.0.1", port: 0 });
+      const port = free.addr.port;
+      free.close();
+      const base = `http://127.0.0.1:${port}`;
+      let child: Deno.ChildProcess | undefined;
+      try {
+        await bundled(await s.service(), dir, port);
+        child = s.command(dir, {
+          ...SETTINGS,
+          SENDER_URL: signer.url,
+          DATABASE_URL: database.url,
+        }).spawn();
+        const stderr = new Response(child.stderr).text();
+        const stdout = new Response(child.stdout).text();
+        assert.ok(await readyWithin(port), "the service never answered");
+        const created = await fetch(`${base}/v1/intents`, {
+          method: "POST",
+          headers: { authorization: `Bearer ${SETTINGS.OPS_TOKEN}` },
+          body: JSON.stringify({ id: "pi_drain", state: "authorized" }),
+        });
+        assert.equal(created.status, 201, await created.text());
+        const inFlight = signedDelivery(
+          base,
+          SETTINGS.WEBHOOK_SECRET,
+          "pi_drain",
+        );
+        inFlight.catch(() => {}); // said where it is awaited
+        await signer.firstStarted; // the delivery is mid-send
+        child.kill("SIGTERM");
+        for (let i = 0; i < 100; i++) {
+          const conn = await Deno.connect({ hostname: "127.0.0.1", port })
+            .catch(() => undefined);
+          if (conn === undefined) break;
+          conn.close();
+          await new Promise((r) => setTimeout(r, 50));
+        }
+        signer.release();
+        const answer = await inFlight;
+        assert.equal(answer.status, 503); // a retry: sent, waiting for confirmation
+        assert.match((await answer.json()).reason, /^sent 0xdrained/);
+        const { code } = await child.status;
+        child = undefined;
+        assert.equal(code, 0, `${await stdout}\n${await stderr}`);
+      } finally {
+        signer.release();
+        try {
+          child?.kill("SIGKILL");
+        } catch {
+          // It ended by itself.
+        }
+        await child?.status;
+        await signer.close();
         await database.drop();
         await Deno.remove(dir, { recursive: true });
       }
