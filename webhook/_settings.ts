@@ -385,8 +385,9 @@ export interface WorkerConfig {
   /** The settings a Worker reads, checked. */
   readonly config: Config;
   /**
-   * A line for each setting given that the Worker never reads: those only
-   * `main.ts` reads, and those nothing reads beside the rest.
+   * A line for each setting given that the Worker never reads: a name like
+   * a setting's but none (`MAX_DELIVERY`, as `main.ts` names it), those
+   * only `main.ts` reads, and those nothing reads beside the rest.
    */
   readonly unread: readonly string[];
   /**
@@ -417,8 +418,10 @@ export interface WorkerConfig {
  * neither checks nor refuses, whatever their value (but an `OPS_TOKEN`
  * equal to a `QSTASH_TOKEN` given, which QStash's console shows, is
  * refused, as `loadConfig` refuses it). Each of those given,
- * and each other setting nothing reads beside the rest (as `main.ts` names
- * them), is named once, on the Worker's first event (`nameUnread`). A
+ * each other setting nothing reads beside the rest, and each variable named
+ * like a setting but none (`MAX_DELIVERY`: its default stays; a binding,
+ * an object, is none), as `main.ts` names them, is named once, on the
+ * Worker's first event (`nameUnread`). A
  * Worker has no platform marker and may have no `PUBLIC_URL`, so a secret
  * anyone can read (the docs' local-run ones, a local QStash's published
  * keys), and `RELAYER_INSECURE_DEV`, are judged by the host its requests
@@ -519,7 +522,16 @@ export function workerConfig(
   for (const name of SETTINGS) {
     if (settings[name] !== undefined) text[name] = String(settings[name]);
   }
+  // A setting's name misspelt leaves its default in force, as it does in
+  // main.ts: named as there. A binding (a queue, Hyperdrive) is an object,
+  // no setting, whatever its name.
+  const named = Object.keys(env).filter((name) =>
+    ["string", "number", "boolean"].includes(
+      typeof (env as Record<string, unknown>)[name],
+    )
+  );
   const unread = [
+    ...unknownSettingLines(named),
     ...given.map((name) =>
       `relayer: ${name} is set, but only main.ts reads it (${
         SERVICE_ONLY[name]

@@ -12,6 +12,7 @@ import assert from "node:assert/strict";
 import {
   SERVICE_ONLY,
   SETTINGS,
+  unknownSettingLines,
   workerConfig,
 } from "../../webhook/_settings.ts";
 
@@ -203,4 +204,36 @@ Deno.test("the secrets docs/queues.md and wrangler.toml say to put with wrangler
   const comment = /^# .*?Secrets \(([^)]*)\) go in with/ms.exec(toml);
   assert.ok(comment, "wrangler.toml no longer lists the secrets");
   assert.deepEqual(named(comment[1]!), secrets.sort());
+});
+
+Deno.test("workerConfig() names a misspelt setting as main.ts does, and not a binding: a Worker given MAX_DELIVERY=3 kept MAX_DELIVERIES at 10 with nothing said", () => {
+  const misspelt = { MAX_DELIVERY: "3", STUCK_AFTR: "10m", OPS_TOKENS: 7 };
+  const { config, unread, nameUnread } = workerConfig({
+    ...base,
+    ...misspelt,
+    // Bindings are objects, not settings, whatever their name.
+    RELAYER_JOBS: { send: () => Promise.resolve() },
+    HYPERDRIVE: { connectionString: "postgres://u:p@db.test/r" },
+  });
+  assert.equal(config.policy.maxDeliveries, 10); // MAX_DELIVERY is ignored
+  assert.deepEqual(unread, unknownSettingLines(Object.keys(misspelt)));
+  assert.equal(unread.length, 3);
+  assert.match(
+    unread[0]!,
+    /^relayer: MAX_DELIVERY is not a setting of the relayer, so it is ignored: did you mean MAX_DELIVERIES\?/,
+  );
+  const logged: string[] = [];
+  const worker = nameUnread(
+    { fetch: () => new Response("ok") },
+    (line) => void logged.push(line),
+  );
+  worker.fetch();
+  worker.fetch();
+  assert.deepEqual(logged, unread);
+  // The settings themselves, and names outside their families, are not.
+  assert.deepEqual(
+    workerConfig({ ...base, JOBS: "not a setting", CHECK_DATABASE_URL: "x" })
+      .unread,
+    [],
+  );
 });
