@@ -48,6 +48,8 @@ import {
   CLOUDFLARE_MIN_RETENTION_MS,
   cloudflareDeadLetterMaxWaitSeconds,
   cloudflareDeadLetterMinWaitSeconds,
+  cloudflareDeadLetterRetriesNeeded,
+  cloudflareDeadLetterSpanSeconds,
   cloudflareDelaySeconds as delaySecondsOf,
   cloudflareDeliveryDelayAllowed,
   cloudflareRetentionAllowed,
@@ -56,9 +58,6 @@ import {
 } from "../policy/_cloudflare_retention.ts";
 import { assertOptionNames, show } from "../policy/_validate.ts";
 import { formatDuration } from "../policy/format_duration.ts";
-
-/** Cloudflare's longest message retention: 14 days, in seconds. */
-const MAX_RETENTION_SECONDS = CLOUDFLARE_MAX_RETENTION_MS / 1000;
 
 /**
  * One message of a Cloudflare Queues batch: the part of Cloudflare's
@@ -387,20 +386,6 @@ function readable(body: unknown): { raw: string; intentId?: unknown } {
   return { raw, intentId };
 }
 
-/**
- * How long a give-up that keeps failing is retried on the dead-letter queue
- * with `retries` retries (the waits the handler asks for), in seconds.
- */
-function deadLetterSpanSeconds(retries: number, baseMs: number): number {
-  let total = 0;
-  for (let attempt = 1; attempt <= retries; attempt++) {
-    total += delaySecondsOf(
-      outageDelayMs(attempt, baseMs, MAX_DELAY_SECONDS * 1000),
-    );
-  }
-  return total;
-}
-
 /** Refuses a dead-letter queue whose retries end before its retention can. */
 function checkDeadLetterRetries(
   options: QueueHandlerOptions,
@@ -416,12 +401,9 @@ function checkDeadLetterRetries(
       }`,
     );
   }
-  const span = deadLetterSpanSeconds(retries, baseMs);
-  if (span >= MAX_RETENTION_SECONDS) return;
-  let needed = retries;
-  while (deadLetterSpanSeconds(needed, baseMs) < MAX_RETENTION_SECONDS) {
-    needed++;
-  }
+  const needed = cloudflareDeadLetterRetriesNeeded(retries, baseMs);
+  if (needed === undefined) return;
+  const span = cloudflareDeadLetterSpanSeconds(retries, baseMs);
   throw new RangeError(
     `Cannot create queue handler as 'deadLetterMaxRetries' is ${retries}${
       options.deadLetterMaxRetries === undefined

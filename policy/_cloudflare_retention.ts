@@ -328,6 +328,60 @@ export function cloudflareDeadLetterMinWaitSeconds(
   return cloudflareDeadLetterWaitSeconds(limits);
 }
 
+/**
+ * How long a give-up that keeps failing is retried on the dead-letter
+ * queue with `retries` retries (the waits the handler asks for, doubled
+ * from `baseMs` up to 12 h), in seconds.
+ *
+ * ```ts
+ * import { cloudflareDeadLetterSpanSeconds } from "./_cloudflare_retention.ts";
+ * import assert from "node:assert/strict";
+ *
+ * assert.equal(cloudflareDeadLetterSpanSeconds(3, 5_000), 35); // 5 + 10 + 20
+ * ```
+ */
+export function cloudflareDeadLetterSpanSeconds(
+  retries: number,
+  baseMs: number,
+): number {
+  let total = 0;
+  for (let attempt = 1; attempt <= retries; attempt++) {
+    total += cloudflareDelaySeconds(
+      outageDelayMs(attempt, baseMs, CLOUDFLARE_MAX_DELAY_SECONDS * 1000),
+    );
+  }
+  return total;
+}
+
+/**
+ * The fewest retries of the dead-letter queue whose waits span 14 days,
+ * Cloudflare's longest retention, or `undefined` when `retries` do: fewer,
+ * a give-up that fails while the store is down is deleted before the
+ * store is back, and its intent stranded. The queue handler refuses
+ * fewer (`deadLetterMaxRetries`), and so does a Worker's reading of
+ * `CLOUDFLARE_DLQ_MAX_RETRIES`.
+ *
+ * ```ts
+ * import { cloudflareDeadLetterRetriesNeeded } from "./_cloudflare_retention.ts";
+ * import assert from "node:assert/strict";
+ *
+ * assert.equal(typeof cloudflareDeadLetterRetriesNeeded(3, 5_000), "number");
+ * assert.equal(cloudflareDeadLetterRetriesNeeded(100, 5_000), undefined);
+ * ```
+ */
+export function cloudflareDeadLetterRetriesNeeded(
+  retries: number,
+  baseMs: number,
+): number | undefined {
+  const days14 = CLOUDFLARE_MAX_RETENTION_MS / 1000;
+  if (cloudflareDeadLetterSpanSeconds(retries, baseMs) >= days14) {
+    return undefined;
+  }
+  let needed = retries;
+  while (cloudflareDeadLetterSpanSeconds(needed, baseMs) < days14) needed++;
+  return needed;
+}
+
 /** A retention the handler refuses: which, and why (with what to do). */
 export interface CloudflareRetentionRefusal {
   /** The handler's option: `messageRetentionMs` or `deadLetterMessageRetentionMs`. */

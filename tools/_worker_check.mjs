@@ -2210,12 +2210,13 @@ async function refusedVars() {
     "WEBHOOK_SECRET = 1234567890123456789",
   );
   // A message retention the queue handler refuses (the seed's policy and
-  // the default LEASE: 2 retries of up to 30 s each): the example Worker builds the
-  // handler in global scope, so workerd refuses the Worker at its start,
-  // before any request or batch, with the handler's own line.
+  // the default LEASE: 2 retries of up to 30 s each): workerConfig refuses
+  // it by the handler's rule, naming the setting, in the Worker's global
+  // scope, so workerd refuses the Worker at its start, before any request
+  // or batch.
   await refusesToStart(
     { CLOUDFLARE_MESSAGE_RETENTION: "1m" },
-    /Uncaught RangeError: Cannot create queue handler as 'messageRetentionMs' is 1m0s: the waits this handler asks between a message's 3 deliveries \(max_retries = 2\) span up to 1m0s/,
+    /Uncaught Error: ConfigError: CLOUDFLARE_MESSAGE_RETENTION is 1m0s: the waits this handler asks between a message's 3 deliveries \(max_retries = 2\) span up to 1m0s/,
     'CLOUDFLARE_MESSAGE_RETENTION = "1m"',
   );
   await refusesToStart(
@@ -2223,7 +2224,7 @@ async function refusedVars() {
       CLOUDFLARE_MESSAGE_RETENTION: "61s",
       CLOUDFLARE_DELIVERY_DELAY: "1s",
     },
-    /Uncaught RangeError: Cannot create queue handler as 'messageRetentionMs' is 1m1s: a message's delivery delay \(1s\) and the waits this handler asks between a message's 3 deliveries \(max_retries = 2\) span up to 1m1s/,
+    /Uncaught Error: ConfigError: CLOUDFLARE_MESSAGE_RETENTION is 1m1s: a message's delivery delay \(1s\) and the waits this handler asks between a message's 3 deliveries \(max_retries = 2\) span up to 1m1s/,
     'CLOUDFLARE_MESSAGE_RETENTION = "61s" with CLOUDFLARE_DELIVERY_DELAY = "1s"',
   );
 }

@@ -9,8 +9,9 @@
  * values it must refuse at start, `RELAYER_INSECURE_DEV = true` and a
  * `WEBHOOK_SECRET` past 2^53, each with its `Uncaught` line; and a
  * `CLOUDFLARE_MESSAGE_RETENTION` the queue handler refuses, alone and with
- * a `CLOUDFLARE_DELIVERY_DELAY` it counts, refused at start too, as the
- * handler is built in the Worker's global scope; and settings only
+ * a `CLOUDFLARE_DELIVERY_DELAY` it counts, refused at start too, by
+ * `workerConfig` in the Worker's global scope, naming the setting; and
+ * settings only
  * `main.ts` reads, with values it refuses, which the Worker starts beside
  * and names once, on its first request): signed QStash and
  * generic deliveries, QStash's failure callback, a Pub/Sub push and a push

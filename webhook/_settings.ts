@@ -163,7 +163,9 @@ export function unknownSettingLines(names: Iterable<string>): string[] {
  * handler: the service, whose lines these are, consumes no Cloudflare
  * queue, and its start does not check them ({@linkcode serviceSettings}).
  * One that a Worker loading `env` refuses (`loadConfig` throws for it) is
- * named with the Worker's refusal, word for word; where the service's own
+ * named with the Worker's refusal, word for word (a message retention
+ * judged with the `CLOUDFLARE_MAX_RETRIES` and `CLOUDFLARE_DELIVERY_DELAY`
+ * beside it that a Worker takes, as it is counted with them); where the service's own
  * settings are refused first, a check that comes after theirs cannot be
  * judged, and the line says it is checked once they are taken.
  */
@@ -177,10 +179,22 @@ export function unreadSettingLines(
   if (cloudflare.length === 0) return lines;
   const service = serviceSettings(env);
   const serviceRefusal = refusalOf(service);
+  // A retention is counted with the jobs queue's max_retries and delivery
+  // delay: with those set beside it that a Worker takes on their own.
+  const counted: Record<string, string | undefined> = {};
+  for (const name of COUNTED_WITH_RETENTIONS) {
+    if (!env[name]) continue;
+    if (refusalOf({ ...service, [name]: env[name] }) !== serviceRefusal) {
+      continue;
+    }
+    counted[name] = env[name];
+  }
   for (const name of cloudflare) {
-    // loadConfig checks each CLOUDFLARE_ setting on its own: with it alone
-    // added, a refusal other than the service's own is the Worker's for it.
-    const refusal = refusalOf({ ...service, [name]: env[name] });
+    // loadConfig checks each CLOUDFLARE_ setting on its own (a retention
+    // with what it is counted with): with it alone added, a refusal other
+    // than the service's own is the Worker's for it.
+    const beside = /_MESSAGE_RETENTION$/.test(name) ? counted : {};
+    const refusal = refusalOf({ ...service, ...beside, [name]: env[name] });
     const said =
       `relayer: ${name} is set, but only a Cloudflare Worker reads it (its queue handler, createQueueHandler) and this service consumes no Cloudflare queue, so it is ignored here`;
     lines.push(
@@ -671,6 +685,12 @@ const CLOUDFLARE_ONLY = [
   "CLOUDFLARE_DLQ_MAX_RETRIES",
   "CLOUDFLARE_MESSAGE_RETENTION",
   "CLOUDFLARE_DLQ_MESSAGE_RETENTION",
+  "CLOUDFLARE_DELIVERY_DELAY",
+] as const;
+
+// What a Cloudflare queue's message retention is counted with.
+const COUNTED_WITH_RETENTIONS = [
+  "CLOUDFLARE_MAX_RETRIES",
   "CLOUDFLARE_DELIVERY_DELAY",
 ] as const;
 

@@ -33,8 +33,8 @@
  * | `PUBSUB_MIN_BACKOFF`, `PUBSUB_MAX_BACKOFF` | the subscription's retry policy (defaults `10s` and `10m`, each at most `10m`) |
  * | `PUBSUB_MESSAGE_RETENTION` | the subscription's message retention, `10m` to `744h` (unset: Pub/Sub's default, 7 days, checked where the subscription has no dead-letter policy) |
  * | `CLOUDFLARE_MAX_RETRIES` | optional: the Cloudflare Queues consumer's `max_retries`, 0–100, checked when set. Read by a Cloudflare Worker only, as each `CLOUDFLARE_*` below: `main.ts` leaves them out of its start's check (`serviceSettings`) and names each as ignored, with a Worker's refusal where `loadConfig` refuses it |
- * | `CLOUDFLARE_DLQ_MAX_RETRIES` | optional: the dead-letter queue consumer's `max_retries`, 0–100; the queue handler refuses fewer retries than span 14 days, and takes one not given as Cloudflare's default of 3, which it refuses |
- * | `CLOUDFLARE_MESSAGE_RETENTION`, `CLOUDFLARE_DLQ_MESSAGE_RETENTION` | optional: the jobs queue's and the dead-letter queue's message retention, whole seconds from `1m` to `336h` (Cloudflare's default is 4 days; with a unit: a plain number is refused, as Wrangler's `--message-retention-period-secs` counts seconds); the queue handler refuses one that ends while it may still retry a message there (unset: counted as 24 h, the least a plan keeps unless set, the Workers Free plan's) |
+ * | `CLOUDFLARE_DLQ_MAX_RETRIES` | optional: the dead-letter queue consumer's `max_retries`, 0–100; refused, as the queue handler refuses it, where its retries span less than 14 days (a Worker, `workerConfig`, takes one not given as Cloudflare's default of 3, which is refused) |
+ * | `CLOUDFLARE_MESSAGE_RETENTION`, `CLOUDFLARE_DLQ_MESSAGE_RETENTION` | optional: the jobs queue's and the dead-letter queue's message retention, whole seconds from `1m` to `336h` (Cloudflare's default is 4 days; with a unit: a plain number is refused, as Wrangler's `--message-retention-period-secs` counts seconds); refused, as the queue handler refuses it, where it ends while the handler may still retry a message there (counted with `CLOUDFLARE_MAX_RETRIES`, 3 unless set, and `CLOUDFLARE_DELIVERY_DELAY`; unset, counted as 24 h, the least a plan keeps unless set, the Workers Free plan's, where a `CLOUDFLARE_*` retention or `CLOUDFLARE_MAX_RETRIES` is set, as a Worker's `workerConfig` sets the latter) |
  * | `CLOUDFLARE_DELIVERY_DELAY` | optional: the jobs queue's delivery delay (or its producer binding's `delivery_delay`, or the longest `delaySeconds` a producer sends with), whole seconds from `0` to `24h` (with a unit, as for the retentions: `--delivery-delay-secs` counts seconds), counted in its retention and the dead-letter queue's (a message moves there with its age), counted from the send (Cloudflare does not say it waits for a first delivery; unset: 0) |
  * | `RELAYER_INSECURE_DEV` | `1`: accept unsigned requests on every route whose keys are not set, the ops routes too without `OPS_TOKEN`; for local runs only: refused, as the docs' local-run secrets are, on Deno Deploy, with a `PUBLIC_URL` off this machine, where `main.ts` listens off loopback, or by a Worker's `nameUnread` once a request comes to it from off this machine |
  *
@@ -67,8 +67,11 @@ import {
   CLOUDFLARE_MAX_DELIVERY_DELAY_MS,
   CLOUDFLARE_MAX_RETENTION_MS,
   CLOUDFLARE_MIN_RETENTION_MS,
+  cloudflareDeadLetterRetriesNeeded,
+  cloudflareDeadLetterSpanSeconds,
   cloudflareDeliveryDelayAllowed,
   cloudflareRetentionAllowed,
+  cloudflareRetentionRefusal,
 } from "../policy/_cloudflare_retention.ts";
 import type { QueueLimits } from "../policy/queue.ts";
 import type { AppDeps } from "./app.ts";
@@ -1576,6 +1579,13 @@ export function loadConfigFor(
     pubsubDeadLetter: deadLetterAudience !== undefined,
     pubsubMinBackoffSet: Boolean(env.PUBSUB_MIN_BACKOFF),
   });
+  checkCloudflareQueues(policy, leaseMs, clockSkewMs, {
+    maxRetries: queues.cloudflare?.maxRetries,
+    deadLetterMaxRetries: cloudflareDeadLetterMaxRetries,
+    messageRetentionMs,
+    deadLetterMessageRetentionMs,
+    deliveryDelayMs,
+  });
 
   return {
     policy,
@@ -2348,6 +2358,73 @@ function checkQueues(
       );
     }
   }
+}
+
+/**
+ * Refuses a Cloudflare Worker's queue settings that its queue handler
+ * (`createQueueHandler`) refuses, by the same rules, naming the setting: a
+ * dead-letter queue whose `CLOUDFLARE_DLQ_MAX_RETRIES` retries span less
+ * than 14 days, and a message retention that ends while the handler may
+ * still retry a message there (counted with `CLOUDFLARE_MAX_RETRIES`, or
+ * Cloudflare's 3 where it is not set, as the handler takes it, and
+ * `CLOUDFLARE_DELIVERY_DELAY`). A Worker that reads them here and builds
+ * its handler without one would have it taken unchecked, and Cloudflare
+ * deletes a message whose retention ends, with no dead letter.
+ */
+function checkCloudflareQueues(
+  policy: Policy,
+  leaseMs: number,
+  clockSkewMs: number,
+  queues: {
+    readonly maxRetries: number | undefined;
+    readonly deadLetterMaxRetries: number | undefined;
+    readonly messageRetentionMs: number | undefined;
+    readonly deadLetterMessageRetentionMs: number | undefined;
+    readonly deliveryDelayMs: number | undefined;
+  },
+): void {
+  const dead = queues.deadLetterMaxRetries;
+  const needed = dead === undefined
+    ? undefined
+    : cloudflareDeadLetterRetriesNeeded(dead, policy.baseMs);
+  if (dead !== undefined && needed !== undefined) {
+    throw new ConfigError(
+      "CLOUDFLARE_DLQ_MAX_RETRIES",
+      `CLOUDFLARE_DLQ_MAX_RETRIES is ${dead}, so a give-up that fails while the store is down would be retried for only ${
+        formatDuration(
+          cloudflareDeadLetterSpanSeconds(dead, policy.baseMs) * 1000,
+        )
+      } (less than 14 days, Cloudflare's longest retention) before Cloudflare deletes it, and its intent would be stranded. Set the dead-letter queue consumer's max_retries and CLOUDFLARE_DLQ_MAX_RETRIES to at least ${needed} (100 is safe)`,
+    );
+  }
+  // Not a Cloudflare queue's settings (main.ts leaves every CLOUDFLARE_*
+  // out): nothing to count an unset retention against.
+  if (
+    queues.maxRetries === undefined &&
+    queues.messageRetentionMs === undefined &&
+    queues.deadLetterMessageRetentionMs === undefined
+  ) return;
+  const refusal = cloudflareRetentionRefusal(
+    {
+      baseMs: policy.baseMs,
+      capMs: policy.capMs,
+      leaseMs,
+      clockSkewMs,
+      // Not set: Cloudflare's default, which the handler takes too.
+      maxRetries: queues.maxRetries ?? 3,
+      deliveryDelayMs: queues.deliveryDelayMs,
+    },
+    queues,
+    "<dead-letter queue>",
+  );
+  if (refusal === undefined) return;
+  const name = refusal.option === "messageRetentionMs"
+    ? "CLOUDFLARE_MESSAGE_RETENTION"
+    : "CLOUDFLARE_DLQ_MESSAGE_RETENTION";
+  throw new ConfigError(
+    name,
+    `${name} is ${refusal.text.replace(/^not given,/, "unset,")}`,
+  );
 }
 
 /**

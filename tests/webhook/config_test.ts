@@ -1222,11 +1222,17 @@ Deno.test("loadConfig() reads CLOUDFLARE_MESSAGE_RETENTION and CLOUDFLARE_DLQ_ME
       .cloudflareRetentions,
     { deadLetterMessageRetentionMs: 1_209_600_000 },
   );
-  // Cloudflare's shortest, 60 s, is taken as given (the handler checks it).
   assert.deepEqual(
-    loadConfig({ ...base, CLOUDFLARE_MESSAGE_RETENTION: "1m" })
+    loadConfig({ ...base, CLOUDFLARE_MESSAGE_RETENTION: "96h" })
       .cloudflareRetentions,
-    { messageRetentionMs: 60_000 },
+    { messageRetentionMs: 345_600_000 },
+  );
+  // Cloudflare's shortest, 60 s, is refused by the handler's rule, counted
+  // with Cloudflare's 3 retries where CLOUDFLARE_MAX_RETRIES is not set.
+  refused(
+    { ...base, CLOUDFLARE_MESSAGE_RETENTION: "1m" },
+    "CLOUDFLARE_MESSAGE_RETENTION",
+    /^CLOUDFLARE_MESSAGE_RETENTION is 1m0s: the waits this handler asks between a message's 4 deliveries \(max_retries = 3\) span up to 2m0s/,
   );
   for (
     const name of [

@@ -1,0 +1,138 @@
+/**
+ * A Worker's settings for its Cloudflare queues are checked where the
+ * Worker's other settings are (`workerConfig`, `loadConfig`), by the rule
+ * the queue handler applies to the same numbers: a Worker that reads them
+ * with workerConfig but builds its handler without one of them had it
+ * taken unchecked, and `main.ts` said of a value every Worker refuses that
+ * it was "checked all the same".
+ *
+ * @module
+ */
+
+import assert from "node:assert/strict";
+import { HttpSender, MemoryStore } from "../../mod.ts";
+import { createQueueHandler } from "../../cloudflare/queue_handler.ts";
+import { createApp, routeOptions } from "../../webhook/app.ts";
+import { ConfigError } from "../../webhook/config.ts";
+import { unreadSettingLines, workerConfig } from "../../webhook/_settings.ts";
+
+const base = {
+  SENDER_URL: "http://127.0.0.1:9000",
+  WEBHOOK_SECRET: "a-webhook-secret-16",
+  CLOUDFLARE_MAX_RETRIES: "9",
+  CLOUDFLARE_DLQ_MAX_RETRIES: "100",
+};
+
+/** The refusal of `env` by workerConfig, which must refuse it. */
+function refused(env: Record<string, string>): ConfigError {
+  try {
+    workerConfig(env);
+  } catch (error) {
+    if (error instanceof ConfigError) return error;
+    throw error;
+  }
+  assert.fail(`workerConfig took ${JSON.stringify(env)}`);
+}
+
+/**
+ * What the example Workers' handler says of `env`'s queue settings, read
+ * without their check in workerConfig: after "'option' is ", or
+ * `undefined` if it takes them.
+ */
+function handlerRefusal(env: Record<string, string>): string | undefined {
+  const read = (name: string) =>
+    env[name] === undefined ? undefined : env[name];
+  const { config } = workerConfig({
+    ...base,
+    ...Object.fromEntries(
+      Object.entries(env).filter(([name]) =>
+        !/^CLOUDFLARE_(DLQ_MAX_RETRIES|MESSAGE_RETENTION|DLQ_MESSAGE_RETENTION)$/
+          .test(name)
+      ),
+    ),
+  });
+  const ms = (name: string) => {
+    const text = read(name);
+    return text === undefined
+      ? undefined
+      : Number(/^(\d+)(m|h)$/.exec(text)![1]) *
+        (text.endsWith("h") ? 3_600_000 : 60_000);
+  };
+  const app = createApp({
+    store: new MemoryStore(),
+    sender: new HttpSender(config.sender),
+    policy: config.policy,
+    leaseMs: config.leaseMs,
+    clockSkewMs: config.clockSkewMs,
+    ...routeOptions(config),
+  });
+  try {
+    createQueueHandler({
+      relayer: app.relayer,
+      maxRetries: config.queues.cloudflare?.maxRetries,
+      deadLetterQueue: "<dead-letter queue>",
+      deadLetterMaxRetries: Number(read("CLOUDFLARE_DLQ_MAX_RETRIES") ?? 3),
+      messageRetentionMs: ms("CLOUDFLARE_MESSAGE_RETENTION"),
+      deadLetterMessageRetentionMs: ms("CLOUDFLARE_DLQ_MESSAGE_RETENTION"),
+    });
+    return undefined;
+  } catch (error) {
+    assert.ok(error instanceof RangeError, String(error));
+    return /^Cannot create queue handler as '[A-Za-z]+' is (.*)$/s.exec(
+      error.message,
+    )![1];
+  }
+}
+
+Deno.test("workerConfig() refuses a queue's message retention, or a dead-letter queue's max_retries, that the queue handler refuses, naming the setting with the handler's reason", () => {
+  const cases = [
+    ["CLOUDFLARE_MESSAGE_RETENTION", { CLOUDFLARE_MESSAGE_RETENTION: "10m" }],
+    ["CLOUDFLARE_DLQ_MESSAGE_RETENTION", {
+      CLOUDFLARE_DLQ_MESSAGE_RETENTION: "10m",
+    }],
+    ["CLOUDFLARE_DLQ_MAX_RETRIES", { CLOUDFLARE_DLQ_MAX_RETRIES: "3" }],
+  ] as const;
+  for (const [name, values] of cases) {
+    const env = { ...base, ...values };
+    const why = handlerRefusal(env);
+    assert.ok(why !== undefined, `the handler takes ${name}`);
+    const error = refused(env);
+    assert.equal(error.setting, name);
+    if (name === "CLOUDFLARE_DLQ_MAX_RETRIES") {
+      assert.match(
+        error.message,
+        /^CLOUDFLARE_DLQ_MAX_RETRIES is 3, so a give-up that fails while the store is down would be retried for only .* \(less than 14 days, Cloudflare's longest retention\) before Cloudflare deletes it, and its intent would be stranded\. Set the dead-letter queue consumer's max_retries and CLOUDFLARE_DLQ_MAX_RETRIES to at least \d+ \(100 is safe\)$/,
+      );
+    } else {
+      assert.equal(error.message, `${name} is ${why}`);
+    }
+  }
+  // What the handler takes, workerConfig takes.
+  const taken = {
+    ...base,
+    CLOUDFLARE_MESSAGE_RETENTION: "96h",
+    CLOUDFLARE_DLQ_MESSAGE_RETENTION: "336h",
+  };
+  assert.equal(handlerRefusal(taken), undefined);
+  assert.equal(
+    workerConfig(taken).config.cloudflareRetentions?.messageRetentionMs,
+    96 * 3_600_000,
+  );
+});
+
+Deno.test("main.ts names a Worker's message retention that the Worker refuses, beside the max_retries it is counted with, with the Worker's refusal, not as checked", () => {
+  const env = { ...base, CLOUDFLARE_MESSAGE_RETENTION: "10m" };
+  const line = unreadSettingLines(env).find((line) =>
+    line.startsWith("relayer: CLOUDFLARE_MESSAGE_RETENTION ")
+  );
+  assert.equal(
+    line,
+    `relayer: CLOUDFLARE_MESSAGE_RETENTION is set, but only a Cloudflare Worker reads it (its queue handler, createQueueHandler) and this service consumes no Cloudflare queue, so it is ignored here; a Worker given this value refuses to start: ${
+      refused(env).message
+    }`,
+  );
+  assert.match(
+    unreadSettingLines({ ...base, CLOUDFLARE_DLQ_MAX_RETRIES: "3" })[1]!,
+    /CLOUDFLARE_DLQ_MAX_RETRIES .* a Worker given this value refuses to start: CLOUDFLARE_DLQ_MAX_RETRIES is 3, so a give-up/,
+  );
+});
