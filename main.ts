@@ -71,6 +71,7 @@ import {
 } from "./webhook/_settings.ts";
 import { oncePer } from "./webhook/_step_back.ts";
 import {
+  insecureDevMode,
   insecureDevRefusal,
   insecureOpenRoutes,
   onLoopback,
@@ -1067,10 +1068,7 @@ export function openHint(
  * routes that are signed, so an operator who left the flag on sees which.
  */
 function insecureRoutes(config: Config): string {
-  const open = openRoutes(config);
-  return `INSECURE DEV MODE (unsigned requests accepted on ${
-    open.length === 0 ? "no route: every key is set" : open.join(", ")
-  })`;
+  return insecureDevMode(openRoutes(config));
 }
 
 /** The routes `RELAYER_INSECURE_DEV` opens in `config`: those whose keys are not set. */

@@ -472,6 +472,18 @@ export function insecureOpenRoutes(set: {
 }
 
 /**
+ * What `RELAYER_INSECURE_DEV` leaves open, as a start says it (`main.ts`'s
+ * start line, a Worker's first event): every route whose keys are not set
+ * (`open`, {@linkcode insecureOpenRoutes}) takes unsigned requests, even
+ * beside routes that are signed, so whoever left the flag on sees which.
+ */
+export function insecureDevMode(open: readonly string[]): string {
+  return `INSECURE DEV MODE (unsigned requests accepted on ${
+    open.length === 0 ? "no route: every key is set" : open.join(", ")
+  })`;
+}
+
+/**
  * Why `RELAYER_INSECURE_DEV` is refused where others reach the service
  * (`reached`: "this service is on Deno Deploy", "… listens on …, off this
  * machine"), naming the routes it would open (`open`) and what to do, down

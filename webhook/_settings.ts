@@ -17,6 +17,7 @@ import {
   refuseReusedOpsToken,
 } from "./config.ts";
 import {
+  insecureDevMode,
   insecureDevRefusal,
   insecureOpenRoutes,
   onLoopback,
@@ -417,7 +418,8 @@ export interface WorkerConfig {
    * request on Cloudflare does, it logs a line naming the setting and
    * answers each request from then on 503 `not-configured`, saying the
    * same (never the value). So it does with `RELAYER_INSECURE_DEV`, naming
-   * the routes it would open. With secrets of its own, and no
+   * the routes it would open; on its first event it logs those routes, as
+   * `main.ts`'s start line does (`INSECURE DEV MODE (…)`). With secrets of its own, and no
    * `RELAYER_INSECURE_DEV`, `fetch` checks nothing per request.
    */
   nameUnread<H extends object>(handlers: H, log: (line: string) => void): H;
@@ -553,12 +555,6 @@ export function workerConfig(
     ),
     ...unreadBesideLines(text, true),
   ];
-  let said = unread.length === 0;
-  const sayOnce = (log: (line: string) => void) => {
-    if (said) return;
-    said = true;
-    for (const line of unread) log(line);
-  };
   // A Worker has no platform marker, and often no PUBLIC_URL: where it is
   // reached is told by the requests themselves, whose host Cloudflare
   // routes by (never a loopback one). Known here, so a Worker with secrets
@@ -568,21 +564,36 @@ export function workerConfig(
   // dev`, and there it would open each route whose keys are not set, the
   // ops routes too without OPS_TOKEN, to whoever reaches it.
   const found = readableSetting(config);
+  const open = insecureOpenRoutes({
+    qstash: config.qstash !== undefined,
+    pubsub: config.pubsub !== undefined,
+    pubsubDeadLetter: config.pubsubDeadLetter !== undefined,
+    deliveries: config.webhookSecret !== undefined,
+    ops: config.opsToken !== undefined,
+  });
+  // Said on the first event, as main.ts says it on its start line: which
+  // routes take unsigned requests while the Worker is reached on loopback.
+  const insecureLine = config.insecureDev
+    ? `relayer: ${insecureDevMode(open)}, served to a loopback host only`
+    : undefined;
   const refusedOffMachine = found !== undefined
     ? `${found.setting} is ${found.readable}, and this Worker is reached off this machine, so it answers nothing: ${found.fix}, and set it with: wrangler secret put ${found.setting}`
     : config.insecureDev
     ? insecureDevRefusal(
       "this Worker is reached off this machine, so it answers nothing",
-      insecureOpenRoutes({
-        qstash: config.qstash !== undefined,
-        pubsub: config.pubsub !== undefined,
-        pubsubDeadLetter: config.pubsubDeadLetter !== undefined,
-        deliveries: config.webhookSecret !== undefined,
-        ops: config.opsToken !== undefined,
-      }),
+      open,
       "npx wrangler dev",
     )
     : undefined;
+  const firstLines = insecureLine === undefined
+    ? unread
+    : [...unread, insecureLine];
+  let said = firstLines.length === 0;
+  const sayOnce = (log: (line: string) => void) => {
+    if (said) return;
+    said = true;
+    for (const line of firstLines) log(line);
+  };
   // Once a request came from off this machine, every later one is refused.
   let offMachine = false;
   return {

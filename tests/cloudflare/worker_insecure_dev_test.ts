@@ -63,7 +63,11 @@ Deno.test("a Worker with RELAYER_INSECURE_DEV serves unsigned loopback requests,
     assert.equal(answer.status, 503, request.url);
     assert.equal((await answer.json()).detail, detail);
   }
-  assert.deepEqual(logged, [`relayer: ${detail}`]);
+  assert.deepEqual(logged, [
+    // The first event, on loopback: what the flag opens.
+    "relayer: INSECURE DEV MODE (unsigned requests accepted on /v1/qstash and /v1/qstash/failed, /v1/pubsub, /v1/pubsub/dead-letter, /v1/deliveries, the ops routes), served to a loopback host only",
+    `relayer: ${detail}`,
+  ]);
 });
 
 Deno.test("a Worker with RELAYER_INSECURE_DEV and every route's keys but the ops token names only the ops routes as open once reached off this machine", async () => {
@@ -115,4 +119,18 @@ Deno.test("workerConfig() refusing RELAYER_INSECURE_DEV at a PUBLIC_URL off this
     refusal(() => loadConfig(OFF_MACHINE)),
     /, and served on loopback \(deno task start\)$/,
   );
+});
+
+Deno.test("a Worker with RELAYER_INSECURE_DEV says on its first event which routes take unsigned requests, as main.ts's start line does, once", async () => {
+  const { fetch, logged } = worker({
+    ...ENV,
+    WEBHOOK_SECRET: "a-webhook-secret-16",
+  });
+  assert.deepEqual(logged, []);
+  const local = await fetch(createIntent("http://127.0.0.1:8787", "pi_0001"));
+  assert.equal(local.status, 201, await local.text());
+  await (await fetch(createIntent("http://127.0.0.1:8787", "pi_0002"))).text();
+  assert.deepEqual(logged, [
+    "relayer: INSECURE DEV MODE (unsigned requests accepted on /v1/qstash and /v1/qstash/failed, /v1/pubsub, /v1/pubsub/dead-letter, the ops routes), served to a loopback host only",
+  ]);
 });
