@@ -76,6 +76,7 @@ import {
   insecureOpenRoutes,
   onLoopback,
   readableSetting,
+  rotationState,
 } from "./webhook/_auth.ts";
 import {
   isFolder,
@@ -1286,24 +1287,17 @@ export async function openService(
     config.qstash ? "qstash and its failure callback" : undefined,
     config.pubsub ? "pubsub" : undefined,
     config.pubsubDeadLetter ? "pubsub dead-letter" : undefined,
+    // A rotation under way, or over and left half done, is said.
     config.webhookSecret
-      ? config.webhookSecretNext === config.webhookSecret
-        // The rotation's last step half done: one secret, no rotation.
-        ? "deliveries (WEBHOOK_SECRET_NEXT equals WEBHOOK_SECRET: a rotation over, unset it)"
-        : config.webhookSecretNext
-        // Said, so that a rotation left half done shows.
-        ? "deliveries (two secrets: WEBHOOK_SECRET_NEXT, a rotation under way)"
-        : "deliveries"
+      ? rotationState(
+        "deliveries",
+        config.webhookSecret,
+        config.webhookSecretNext,
+      )
       : undefined,
     // Without a token the ops routes answer 503, unless dev mode opens them.
     config.opsToken
-      ? config.opsTokenNext === config.opsToken
-        // The rotation's last step half done: one token, no rotation.
-        ? "ops (OPS_TOKEN_NEXT equals OPS_TOKEN: a rotation over, unset it)"
-        : config.opsTokenNext
-        // Said, so that a rotation left half done shows.
-        ? "ops (two tokens: OPS_TOKEN_NEXT, a rotation under way)"
-        : "ops"
+      ? rotationState("ops", config.opsToken, config.opsTokenNext)
       : config.insecureDev
       ? undefined
       : "ops closed (no OPS_TOKEN)",

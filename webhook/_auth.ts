@@ -472,6 +472,29 @@ export function insecureOpenRoutes(set: {
 }
 
 /**
+ * How a start names the generic route or the ops routes (`route`:
+ * "deliveries", "ops") by their secrets (`current`, `next`:
+ * `WEBHOOK_SECRET` and `WEBHOOK_SECRET_NEXT`, or `OPS_TOKEN` and
+ * `OPS_TOKEN_NEXT`): with a rotation under way, or over and left half
+ * done, said so that it shows (`main.ts`'s start line, a Worker's first
+ * event).
+ */
+export function rotationState(
+  route: "deliveries" | "ops",
+  current: string,
+  next: string | undefined,
+): string {
+  const [name, what] = route === "deliveries"
+    ? ["WEBHOOK_SECRET", "secrets"]
+    : ["OPS_TOKEN", "tokens"];
+  return next === current
+    ? `${route} (${name}_NEXT equals ${name}: a rotation over, unset it)`
+    : next !== undefined
+    ? `${route} (two ${what}: ${name}_NEXT, a rotation under way)`
+    : route;
+}
+
+/**
  * What `RELAYER_INSECURE_DEV` leaves open, as a start says it (`main.ts`'s
  * start line, a Worker's first event): every route whose keys are not set
  * (`open`, {@linkcode insecureOpenRoutes}) takes unsigned requests, even

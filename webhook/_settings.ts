@@ -22,6 +22,7 @@ import {
   insecureOpenRoutes,
   onLoopback,
   readableSetting,
+  rotationState,
 } from "./_auth.ts";
 import { problem } from "./_problem.ts";
 import { assertOptionNames, show } from "../policy/_validate.ts";
@@ -419,7 +420,9 @@ export interface WorkerConfig {
    * answers each request from then on 503 `not-configured`, saying the
    * same (never the value). So it does with `RELAYER_INSECURE_DEV`, naming
    * the routes it would open; on its first event it logs those routes, as
-   * `main.ts`'s start line does (`INSECURE DEV MODE (…)`). With secrets of its own, and no
+   * `main.ts`'s start line does (`INSECURE DEV MODE (…)`), and so a
+   * rotation of `WEBHOOK_SECRET` or `OPS_TOKEN` under way, or over and left
+   * half done (`relayer: routes: ops (two tokens: …)`). With secrets of its own, and no
    * `RELAYER_INSECURE_DEV`, `fetch` checks nothing per request.
    */
   nameUnread<H extends object>(handlers: H, log: (line: string) => void): H;
@@ -585,9 +588,27 @@ export function workerConfig(
       "npx wrangler dev",
     )
     : undefined;
-  const firstLines = insecureLine === undefined
-    ? unread
-    : [...unread, insecureLine];
+  // A rotation under way, or over and left half done, said as main.ts's
+  // start line says it: a Worker has no start line.
+  const rotations = [
+    config.webhookSecret !== undefined && config.webhookSecretNext !== undefined
+      ? rotationState(
+        "deliveries",
+        config.webhookSecret,
+        config.webhookSecretNext,
+      )
+      : undefined,
+    config.opsToken !== undefined && config.opsTokenNext !== undefined
+      ? rotationState("ops", config.opsToken, config.opsTokenNext)
+      : undefined,
+  ].flatMap((state) =>
+    state === undefined ? [] : [`relayer: routes: ${state}`]
+  );
+  const firstLines = [
+    ...unread,
+    ...rotations,
+    ...(insecureLine === undefined ? [] : [insecureLine]),
+  ];
   let said = firstLines.length === 0;
   const sayOnce = (log: (line: string) => void) => {
     if (said) return;

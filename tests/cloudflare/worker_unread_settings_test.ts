@@ -237,3 +237,42 @@ Deno.test("workerConfig() names a misspelt setting as main.ts does, and not a bi
     [],
   );
 });
+
+Deno.test("nameUnread() says on the first event a rotation under way or over, as main.ts's start line does: a Worker left one half done with nothing said", () => {
+  const first = (env: Record<string, string>) => {
+    const logged: string[] = [];
+    const worker = workerConfig({ ...base, ...env }).nameUnread(
+      { fetch: () => new Response("ok") },
+      (line) => void logged.push(line),
+    );
+    worker.fetch();
+    worker.fetch();
+    return logged;
+  };
+  const ops = "an-ops-token-0123456789";
+  const next = "another-ops-token-0123456789";
+  assert.deepEqual(
+    first({
+      WEBHOOK_SECRET_NEXT: "another-webhook-secret",
+      OPS_TOKEN: ops,
+      OPS_TOKEN_NEXT: next,
+    }),
+    [
+      "relayer: routes: deliveries (two secrets: WEBHOOK_SECRET_NEXT, a rotation under way)",
+      "relayer: routes: ops (two tokens: OPS_TOKEN_NEXT, a rotation under way)",
+    ],
+  );
+  assert.deepEqual(
+    first({
+      WEBHOOK_SECRET_NEXT: base.WEBHOOK_SECRET,
+      OPS_TOKEN: ops,
+      OPS_TOKEN_NEXT: ops,
+    }),
+    [
+      "relayer: routes: deliveries (WEBHOOK_SECRET_NEXT equals WEBHOOK_SECRET: a rotation over, unset it)",
+      "relayer: routes: ops (OPS_TOKEN_NEXT equals OPS_TOKEN: a rotation over, unset it)",
+    ],
+  );
+  // No rotation: nothing to say.
+  assert.deepEqual(first({ OPS_TOKEN: ops }), []);
+});
