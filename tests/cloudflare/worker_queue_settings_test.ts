@@ -13,7 +13,7 @@ import assert from "node:assert/strict";
 import { HttpSender, MemoryStore } from "../../mod.ts";
 import { createQueueHandler } from "../../cloudflare/queue_handler.ts";
 import { createApp, routeOptions } from "../../webhook/app.ts";
-import { ConfigError } from "../../webhook/config.ts";
+import { ConfigError, loadConfig } from "../../webhook/config.ts";
 import { unreadSettingLines, workerConfig } from "../../webhook/_settings.ts";
 
 const base = {
@@ -135,4 +135,50 @@ Deno.test("main.ts names a Worker's message retention that the Worker refuses, b
     unreadSettingLines({ ...base, CLOUDFLARE_DLQ_MAX_RETRIES: "3" })[1]!,
     /CLOUDFLARE_DLQ_MAX_RETRIES .* a Worker given this value refuses to start: CLOUDFLARE_DLQ_MAX_RETRIES is 3, so a give-up/,
   );
+});
+
+Deno.test("workerConfig() counts a message retention not given as the queue handler does, 24 h, naming it unset; the service's own settings, which hold no CLOUDFLARE_*, are never held to a Cloudflare retention", () => {
+  // 9 retries under a CAP of 12 h: about 75 h of waits, past 24 h.
+  const long = { BASE: "1h", CAP: "12h", STUCK_AFTER: "1h" };
+  const error = refused({ ...base, ...long });
+  assert.equal(error.setting, "CLOUDFLARE_MESSAGE_RETENTION");
+  assert.match(
+    error.message,
+    /^CLOUDFLARE_MESSAGE_RETENTION is unset, so it is counted as 24h0m0s, the Workers Free plan's \(fixed there; a paid plan keeps messages 4 days unless set\): /,
+  );
+  // The handler says the same of its option not given.
+  const { config } = workerConfig({
+    ...base,
+    ...long,
+    CLOUDFLARE_MESSAGE_RETENTION: "96h",
+    CLOUDFLARE_DLQ_MESSAGE_RETENTION: "96h",
+  });
+  const app = createApp({
+    store: new MemoryStore(),
+    sender: new HttpSender(config.sender),
+    policy: config.policy,
+    leaseMs: config.leaseMs,
+    clockSkewMs: config.clockSkewMs,
+    ...routeOptions(config),
+  });
+  assert.throws(
+    () =>
+      createQueueHandler({
+        relayer: app.relayer,
+        maxRetries: 9,
+        deadLetterQueue: "<dead-letter queue>",
+        deadLetterMaxRetries: 100,
+      }),
+    /^RangeError: Cannot create queue handler as 'messageRetentionMs' is not given, so it is counted as 24h0m0s, the Workers Free plan's/,
+  );
+  // The service (main.ts leaves every CLOUDFLARE_* out): no queue of
+  // Cloudflare's to count a retention against.
+  const {
+    CLOUDFLARE_MAX_RETRIES: _,
+    CLOUDFLARE_DLQ_MAX_RETRIES: __,
+    ...service
+  } = base;
+  // Three waits of 12 h, past 24 h were Cloudflare's 3 retries counted.
+  const longer = { ...long, BASE: "12h" };
+  assert.equal(loadConfig({ ...service, ...longer }).policy.baseMs, 43_200_000);
 });

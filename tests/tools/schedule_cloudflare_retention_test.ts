@@ -242,6 +242,8 @@ Deno.test("createQueueHandler(), loadConfig() and deno task schedule give one ve
         // The service's settings, read as the example Worker reads them.
         let config: string;
         let read;
+        // The option whose rule loadConfig refused by, as the handler would.
+        let ruled: string | undefined;
         try {
           read = loadConfig({
             SENDER_URL: "http://127.0.0.1:9000",
@@ -271,10 +273,19 @@ Deno.test("createQueueHandler(), loadConfig() and deno task schedule give one ve
               .test(error.setting)
           ) {
             fc.pre(false); // refused for another reason: not this rule's
+          } else if (
+            /MESSAGE_RETENTION$/.test(error.setting) &&
+            !/whole seconds from/.test(error.message)
+          ) {
+            // The handler's rule, in the setting's name.
+            ruled = error.setting === "CLOUDFLARE_MESSAGE_RETENTION"
+              ? "messageRetentionMs"
+              : "deadLetterMessageRetentionMs";
           }
           read = undefined;
         }
-        if (read === undefined) config = "not allowed";
+        if (ruled !== undefined) config = `refused by ${ruled}'s rule`;
+        else if (read === undefined) config = "not allowed";
         else {
           config = handlerVerdict(policy, {
             leaseMs: read.leaseMs,
@@ -299,7 +310,12 @@ Deno.test("createQueueHandler(), loadConfig() and deno task schedule give one ve
         const handler = /must be whole seconds/.test(direct)
           ? "not allowed"
           : direct;
-        assert.equal(config, handler);
+        if (ruled !== undefined) {
+          assert.ok(
+            handler.startsWith(`Cannot create queue handler as '${ruled}' is `),
+            `${config}, where the handler says: ${handler}`,
+          );
+        } else assert.equal(config, handler);
         assert.equal(
           tool === "ok" || tool === "not allowed"
             ? tool

@@ -1098,7 +1098,13 @@ Deno.test("schedule() gives loadConfig()'s verdict for any policy, queue and CLO
             }),
           }
           : queue?.kind === "cloudflare"
-          ? { CLOUDFLARE_MAX_RETRIES: String(queue.maxRetries) }
+          ? {
+            CLOUDFLARE_MAX_RETRIES: String(queue.maxRetries),
+            // The longest retentions: schedule() counts none (the
+            // retention's verdict is schedule_cloudflare_retention_test's).
+            CLOUDFLARE_MESSAGE_RETENTION: "336h",
+            CLOUDFLARE_DLQ_MESSAGE_RETENTION: "336h",
+          }
           : {}),
       };
       const tool = schedule(policy, queue, { clockSkewMs });

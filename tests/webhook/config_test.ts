@@ -1359,7 +1359,12 @@ Deno.test("loadConfig() refuses with one line that holds both numbers, whatever 
               ...deadLetter,
             }),
           }
-          : { CLOUDFLARE_MAX_RETRIES: String(s.maxRetries) }),
+          : {
+            CLOUDFLARE_MAX_RETRIES: String(s.maxRetries),
+            // The longest retentions: their own rule is tested elsewhere.
+            CLOUDFLARE_MESSAGE_RETENTION: "336h",
+            CLOUDFLARE_DLQ_MESSAGE_RETENTION: "336h",
+          }),
       };
       const queue: QueueLimits = s.queue === "qstash"
         ? { kind: "qstash", retries: s.retries }

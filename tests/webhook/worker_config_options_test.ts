@@ -14,6 +14,7 @@ const ENV = {
   SENDER_URL: "http://127.0.0.1:9",
   WEBHOOK_SECRET: "a-webhook-secret-16",
   CLOUDFLARE_MAX_RETRIES: "9",
+  CLOUDFLARE_DLQ_MAX_RETRIES: "100",
   DATABASE_URL: "postgres://relayer:pw@db.internal:5432/payments",
 };
 
