@@ -1742,12 +1742,21 @@ async function postgresCheck() {
       true,
       `${label} a log line for the refused requests`,
     );
+    // Given OPS_TOKEN_NEXT, each Worker's first event says a rotation is
+    // under way, as main.ts's start line does.
+    const rotation =
+      "relayer: routes: ops (two tokens: OPS_TOKEN_NEXT, a rotation under way)";
+    assertEqual(
+      output.includes(rotation),
+      true,
+      `${label} the first event's line of the ops token's rotation`,
+    );
     // Nothing else from workerd: no uncaught error (a client's end that
     // failed in waitUntil, I/O refused on behalf of another request).
     assertEqual(
       output.filter((line) =>
         line !== "" && !/^worker +pi_000[1-5]\/settle /.test(line) &&
-        !refused.test(line) &&
+        !refused.test(line) && line !== rotation &&
         !/^relayer intent pi_000[1-5] created by an operator: /.test(line)
       ),
       [],
