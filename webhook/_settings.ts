@@ -509,7 +509,12 @@ export function workerConfig(
     );
   }
   // An object, not a record: workerd's Env is an interface.
-  const settings: Record<string, unknown> = { ...CLOUDFLARE_DEFAULTS, ...env };
+  const settings: Record<string, unknown> = { ...env };
+  // Not given, or given empty (wrangler.toml's ""), which loadConfig reads
+  // as not set: Cloudflare's default, which the consumer runs with.
+  for (const [name, value] of Object.entries(CLOUDFLARE_DEFAULTS)) {
+    if ((settings[name] ?? "") === "") settings[name] = value;
+  }
   const ignored = Object.keys(SERVICE_ONLY).filter((name) =>
     name !== "DATABASE_URL" || options.database !== true
   );

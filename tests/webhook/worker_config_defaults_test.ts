@@ -49,3 +49,24 @@ Deno.test("workerConfig takes Cloudflare's default of 3 for CLOUDFLARE_MAX_RETRI
     /^ConfigError: CLOUDFLARE_MAX_RETRIES is 3, so Cloudflare Queues move a job/,
   );
 });
+
+Deno.test("workerConfig takes Cloudflare's default of 3 for CLOUDFLARE_MAX_RETRIES or CLOUDFLARE_DLQ_MAX_RETRIES set empty (wrangler.toml's \"\"), as for one not given: the empty value hid the default and skipped its check", () => {
+  assert.throws(
+    () =>
+      workerConfig({
+        ...ENV,
+        CLOUDFLARE_MAX_RETRIES: "",
+        CLOUDFLARE_DLQ_MAX_RETRIES: "100",
+      }),
+    /^ConfigError: CLOUDFLARE_MAX_RETRIES is 3, its default \(unset: Cloudflare's max_retries for a consumer that sets none\)/,
+  );
+  assert.throws(
+    () =>
+      workerConfig({
+        ...ENV,
+        CLOUDFLARE_MAX_RETRIES: "9",
+        CLOUDFLARE_DLQ_MAX_RETRIES: "",
+      }),
+    /^ConfigError: CLOUDFLARE_DLQ_MAX_RETRIES is 3, its default/,
+  );
+});
