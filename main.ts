@@ -1580,11 +1580,50 @@ function listenRefusal(reason: unknown): string | undefined {
 }
 
 /**
+ * `args` as a line may show them: each flag named up to its `=`, any other
+ * argument only counted ("2 other arguments (not shown)"), joined with
+ * commas and "and". A flag is a word of lowercase letters, digits and
+ * dashes after `--` (`--port`, `--kv-path`), or one letter after `-`
+ * (`-A`, `-p`): anything else that starts with a dash may be a secret, a
+ * short flag with its value attached (psql's and mysql's `-p<password>`)
+ * or a token (1 in 64 base64url tokens starts with `-`), and is counted.
+ *
+ * @example Flags named, values counted
+ * ```ts
+ * import { argumentsNamed } from "./main.ts";
+ * import assert from "node:assert/strict";
+ *
+ * assert.equal(
+ *   argumentsNamed(["--port", "8001", "-pHunter2", "--token=hunter2"]),
+ *   "--port, --token and 2 other arguments (not shown)",
+ * );
+ * ```
+ */
+export function argumentsNamed(args: readonly string[]): string {
+  const flags = args.flatMap((arg) => {
+    const name = /^(--[a-z][a-z0-9]*(?:-[a-z0-9]+)*|-[A-Za-z])(?:=|$)/
+      .exec(arg)?.[1];
+    return name !== undefined && name.length <= 40 ? [name] : [];
+  });
+  const others = args.length - flags.length;
+  const named = [
+    ...flags,
+    ...(others > 0
+      ? [`${others} other argument${others === 1 ? "" : "s"} (not shown)`]
+      : []),
+  ];
+  return named.length === 1
+    ? named[0]!
+    : `${named.slice(0, -1).join(", ")} and ${named.at(-1)}`;
+}
+
+/**
  * The line that names the arguments `main.ts` was given, which it never
  * reads, or `undefined` for none: `deno task start --port 8001` passes
  * `--port 8001` to `main.ts`, not to `deno serve`, and the service served on
  * 8000 with nothing said. A flag is named up to its `=`; any other
- * argument (a value, which may be a secret) only counted.
+ * argument (a value, which may be a secret) only counted
+ * ({@linkcode argumentsNamed}).
  *
  * @example A port given to the task
  * ```ts
@@ -1602,19 +1641,7 @@ export function ignoredArgumentsLine(
   args: readonly string[],
 ): string | undefined {
   if (args.length === 0) return undefined;
-  const flags = args.filter((arg) => /^--?[A-Za-z][A-Za-z0-9-]*(=|$)/.test(arg))
-    .map((arg) => arg.split("=")[0]!.slice(0, 40));
-  const others = args.length - flags.length;
-  const named = [
-    ...flags,
-    ...(others > 0
-      ? [`${others} other argument${others === 1 ? "" : "s"} (not shown)`]
-      : []),
-  ];
-  const list = named.length === 1
-    ? named[0]
-    : `${named.slice(0, -1).join(", ")} and ${named.at(-1)}`;
-  return `relayer: main.ts reads no arguments, so ${list} ${
+  return `relayer: main.ts reads no arguments, so ${argumentsNamed(args)} ${
     args.length === 1 ? "is" : "are"
   } ignored: deno task start passes what follows it to main.ts, not to deno serve, and always serves on 127.0.0.1:8000. The settings are environment variables (docs/routes.md#deploy-to-deno-deploy-with-qstash); another port or host is deno serve's: deno serve --host 127.0.0.1 --port 8001 --allow-net --allow-env --allow-read --allow-write=./data main.ts`;
 }

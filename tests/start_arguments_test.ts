@@ -38,6 +38,25 @@ Deno.test("ignoredArgumentsLine() names each flag up to its '=', counts the othe
   assert.doesNotMatch(line, /hunter/);
 });
 
+Deno.test("ignoredArgumentsLine() names no argument that may be a secret: a short flag with its value attached, or a token that starts with a dash", () => {
+  // psql's and mysql's -p<password> habit, and base64url tokens, 1 in 64
+  // of which starts with '-' (openssl rand -base64 32 | tr '+/' '-_').
+  const secrets = [
+    "-pHunter2Secret",
+    "-Wk3jQ9aZ-bc7Rt2Lx0",
+    "--Zk3Jq9aZ-Bc7Rt2Lx0",
+    "-x7Tq-9LmZ=",
+  ];
+  const line = ignoredArgumentsLine(["--port", "-A", ...secrets])!;
+  assert.equal(
+    line,
+    `relayer: main.ts reads no arguments, so --port, -A and 4 other arguments (not shown) are ignored${TAIL}`,
+  );
+  for (const secret of secrets) {
+    assert.ok(!line.includes(secret.slice(2, 8)), `${secret} in ${line}`);
+  }
+});
+
 Deno.test(
   "main.ts given arguments names them after its start line, and serves",
   timeout(30_000, async () => {

@@ -40,6 +40,7 @@ import postgres from "postgres";
 import { clientTls, PostgresStore } from "../store/postgres.ts";
 import type { KvLike } from "../store/kv.ts";
 import {
+  argumentsNamed,
   missingDenoCert,
   openHint,
   remoteKvRefusal,
@@ -189,22 +190,12 @@ function openFlags(path: string): string {
  * The refusal of arguments, which the tool never reads, or `undefined` for
  * none: `--dry-run` moved at once, and `--kv-path …` moved the store
  * `KV_PATH` names, or `./data/relayer.kv`. A flag is named up to its `=`;
- * any other argument (a URL with its password, say) only counted.
+ * any other argument (a URL with its password, a `-p<password>`) only
+ * counted, as `main.ts` names its own ({@linkcode argumentsNamed}).
  */
 function argumentsRefusal(args: readonly string[]): string | undefined {
   if (args.length === 0) return undefined;
-  const flags = args.filter((arg) => /^--?[A-Za-z][A-Za-z0-9-]*(=|$)/.test(arg))
-    .map((arg) => arg.split("=")[0]!.slice(0, 40));
-  const others = args.length - flags.length;
-  const named = [
-    ...flags,
-    ...(others > 0
-      ? [`${others} other argument${others === 1 ? "" : "s"} (not shown)`]
-      : []),
-  ];
-  const list = named.length === 1
-    ? named[0]
-    : `${named.slice(0, -1).join(", ")} and ${named.at(-1)}`;
+  const list = argumentsNamed(args);
   return `kv-to-postgres reads no arguments, so it refuses ${list}: it has no dry run, and its settings are environment variables (KV_PATH, or KV_URL and DENO_KV_ACCESS_TOKEN; DATABASE_URL; CLOCK_SKEW), as docs/stores.md#moving-from-deno-kv-to-postgresql shows. Nothing was moved.`;
 }
 

@@ -18,6 +18,8 @@ Deno.test("kv-to-postgres given arguments refuses them, naming the flags and cou
       "--dry-run",
       "--kv-path=./other.kv",
       "postgres://relayer:hunter2@db.internal/payments",
+      // A password given as -p<password>, as psql's and mysql's habit is.
+      "-pHunter3Secret",
     ], {
       permissions: [
         "--allow-net",
@@ -36,8 +38,9 @@ Deno.test("kv-to-postgres given arguments refuses them, naming the flags and cou
     assert.equal(stdout, "");
     assert.equal(
       stderr,
-      "kv-to-postgres reads no arguments, so it refuses --dry-run, --kv-path and 1 other argument (not shown): it has no dry run, and its settings are environment variables (KV_PATH, or KV_URL and DENO_KV_ACCESS_TOKEN; DATABASE_URL; CLOCK_SKEW), as docs/stores.md#moving-from-deno-kv-to-postgresql shows. Nothing was moved.\n",
+      "kv-to-postgres reads no arguments, so it refuses --dry-run, --kv-path and 2 other arguments (not shown): it has no dry run, and its settings are environment variables (KV_PATH, or KV_URL and DENO_KV_ACCESS_TOKEN; DATABASE_URL; CLOCK_SKEW), as docs/stores.md#moving-from-deno-kv-to-postgresql shows. Nothing was moved.\n",
     );
+    assert.doesNotMatch(stderr, /Hunter3|hunter2/);
     assert.deepEqual([...Deno.readDirSync(dir)], []);
   } finally {
     await Deno.remove(dir, { recursive: true });
