@@ -3423,8 +3423,10 @@ export function createApp(deps: AppDeps): WebhookApp {
       // Over the bytes as sent (DESIGN §9: the raw body).
       const verified = verifyHmac(bytes, header);
       if (!verified.ok) {
-        if (over) {
-          refuseUntimely(header);
+        // Read and MAC'd here, a `t` out of time is refused as its MAC
+        // says (the sender's clock, or unverified), in the same words as
+        // refuseUntimely's: once it is in time, a give-up is taken.
+        if (over && verifyHmac.untimely(header) === undefined) {
           throw tooLarge(maxBodyBytes);
         }
         throw unauthorized(verified.detail, verified.hint, verified.kind);
