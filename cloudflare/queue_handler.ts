@@ -42,6 +42,7 @@ import {
 } from "../relayer/relayer.ts";
 import { outageDelayMs } from "../policy/_doubled.ts";
 import {
+  CLOUDFLARE_FREE_RETENTION_MS,
   CLOUDFLARE_MAX_DELAY_SECONDS as MAX_DELAY_SECONDS,
   CLOUDFLARE_MAX_DELIVERY_DELAY_MS,
   CLOUDFLARE_MAX_RETENTION_MS,
@@ -200,11 +201,11 @@ export interface QueueHandlerOptions {
    * 14 min with the default policy and lease (a floor, as for
    * `messageRetentionMs`). On a paid plan, 14 days outlasts the longest
    * outage. Not given, it is counted as 24 h, as `messageRetentionMs` is.
-   * Given, no wait on the dead-letter queue
-   * passes what it leaves a message as old as the jobs queue's waits make
-   * it, whether Cloudflare kept the message's `attempts` on the move or
-   * started them again at 1 (its docs do not say; Miniflare's does), and
-   * none is shorter than the busy give-up's wait it counts (2 min with the
+   * No wait on the dead-letter queue passes what it (given, or 24 h)
+   * leaves a message as old as the jobs queue's waits make it, whether
+   * Cloudflare kept the message's `attempts` on the move or started them
+   * again at 1 (its docs do not say; Miniflare's does). Given, none is
+   * shorter than the busy give-up's wait it counts (2 min with the
    * default policy and lease): a give-up that meets the store down there
    * for as long is retried once after it, before the retention ends.
    */
@@ -646,9 +647,14 @@ export function createQueueHandler(options: QueueHandlerOptions): QueueHandler {
   // The message's own age (`message.timestamp`) bounds nothing here:
   // Cloudflare does not say what it is after the move, nor that the
   // retention there counts from it (docs/queues.md, Cloudflare Queues).
+  // Not given, that retention is counted as 24 h, as the check counts it
+  // (the Workers Free plan's, fixed): a wait of 12 h for a message the
+  // jobs queue's waits made 13 h old came after it ended. The shortest
+  // wait is the given retention's floor only: not given, a paid plan's
+  // may be 14 days, and those waits are raised for no retention.
   const deadLetterMaxWaitSeconds = cloudflareDeadLetterMaxWaitSeconds(
     limits,
-    options.deadLetterMessageRetentionMs,
+    options.deadLetterMessageRetentionMs ?? CLOUDFLARE_FREE_RETENTION_MS,
   );
   const deadLetterMinWaitSeconds = cloudflareDeadLetterMinWaitSeconds(
     limits,
@@ -747,11 +753,11 @@ export function createQueueHandler(options: QueueHandlerOptions): QueueHandler {
    * dead-letter queue up to 12 h: running out there deletes the message
    * and strands its intent, and 100 retries doubling to 12 h outlast the
    * queue's longest retention (14 days). There no wait passes what the
-   * queue's retention, when given, leaves a message as old as the jobs
-   * queue can make it, whether its attempts started again at 1 there or
-   * not, and none is shorter than the wait that retention's floor counts
-   * after a give-up's arrival (so one retry comes after an outage as long,
-   * before the retention ends).
+   * queue's retention (given, else 24 h) leaves a message as old as the
+   * jobs queue can make it, whether its attempts started again at 1 there
+   * or not, and, given, none is shorter than the wait that retention's
+   * floor counts after a give-up's arrival (so one retry comes after an
+   * outage as long, before the retention ends).
    */
   function retryAfterOutage(message: QueueMessage, deadLetter: boolean): void {
     message.retry({ delaySeconds: outageSeconds(message, deadLetter) });

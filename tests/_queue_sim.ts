@@ -67,6 +67,7 @@ import { outage as outageStore } from "./_outage.ts";
 import { outageDelayMs } from "../policy/_doubled.ts";
 import { createQueueHandler } from "../cloudflare/queue_handler.ts";
 import {
+  CLOUDFLARE_FREE_RETENTION_MS,
   cloudflareDeadLetterMaxWaitSeconds,
   cloudflareDeadLetterMinWaitSeconds,
 } from "../policy/_cloudflare_retention.ts";
@@ -357,9 +358,10 @@ export function modelOf(
         maxRetries: queue.maxRetries,
         deliveryDelayMs: cloudflare.deliveryDelayMs,
       };
+      // Not given, the retention the handler counts: 24 h.
       const dlqMaxWaitMs = cloudflareDeadLetterMaxWaitSeconds(
         dlqLimits,
-        cloudflare.deadLetterMessageRetentionMs,
+        cloudflare.deadLetterMessageRetentionMs ?? CLOUDFLARE_FREE_RETENTION_MS,
       ) * SECOND;
       const dlqMinWaitMs = cloudflareDeadLetterMinWaitSeconds(
         dlqLimits,

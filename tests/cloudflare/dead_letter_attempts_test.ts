@@ -325,3 +325,43 @@ Deno.test("createQueueHandler() counts the jobs queue's delivery delay in a mess
     [120, 2879, 2879],
   );
 });
+
+Deno.test("createQueueHandler() bounds the dead-letter queue's waits by what 24 h leaves where its retention is not given, as the check counts it: a give-up that met the store down is retried before the Workers Free plan deletes it", async () => {
+  // BASE 1h, CAP 6h, max_retries 4: the jobs queue's waits span up to
+  // 1 + 2 + 4 + 6 = 13 h, a busy give-up waits up to 6 h there, 19 h in
+  // all, which the 24 h counted for a retention not given takes. A
+  // message 13 h old has 11 h of it left (less a second).
+  const relayer = createRelayer({
+    store: new MemoryStore(),
+    sender: new ScriptedSender({}),
+    policy: definePolicy({
+      maxDeliveries: 5,
+      baseMs: 3_600_000,
+      capMs: 21_600_000,
+      jitter: "equal",
+      stuckAfterMs: 1,
+    }),
+  });
+  const down = () => Promise.reject(new Error("connection to db:5432 refused"));
+  const queue = createQueueHandler({
+    relayer: { ...relayer, deliver: down, giveUp: down },
+    maxRetries: 4,
+    deadLetterQueue: "relayer-jobs-dlq",
+    deadLetterMaxRetries: 100,
+  });
+  const left = DAY_MS / 1000 - 13 * 3600 - 1;
+  // Kept attempts (6 at the first delivery there) and later ones double
+  // to 12 h, which would come after the 24 h ended.
+  for (const attempts of [5, 6, 7, 20, 101]) {
+    const s = await waitS(queue, attempts);
+    assert.ok(
+      s <= left,
+      `attempts ${attempts}: a give-up that met the store down waits ${s} s, past the ${left} s 24 h leaves a message 13 h old: Cloudflare deletes it first`,
+    );
+  }
+  // Started again at 1, doubled from the base as before: 1 h, then 2 h.
+  assert.deepEqual([await waitS(queue, 1), await waitS(queue, 2)], [
+    3600,
+    7200,
+  ]);
+});
