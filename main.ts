@@ -769,6 +769,35 @@ function lostAtStart(error: unknown): boolean {
 /** What Deno says of a socket the server ended before the TLS handshake. */
 const TLS_NOT_TAKEN = /before secure TLS connection/i;
 
+/** Where the client's `target_session_attrs` came from, as a refusal names it. */
+interface SessionAttrsSource {
+  /** `DATABASE_URL's target_session_attrs=…`, or the environment's. */
+  readonly named: string;
+  /** What more to do (`""`, or unset the environment's). */
+  readonly fix: string;
+}
+
+/**
+ * Where the client's `target_session_attrs` (`client`, as postgres.js
+ * resolved it) came from: `DATABASE_URL`'s query (`fromUrl`), else the
+ * environment's `PGTARGETSESSIONATTRS`, which postgres.js reads where the
+ * URL sets none; `null` where it has none.
+ */
+function sessionAttrsSource(
+  fromUrl: string | null,
+  client: string | null,
+): SessionAttrsSource | null {
+  if (fromUrl) {
+    return { named: `DATABASE_URL's target_session_attrs=${fromUrl}`, fix: "" };
+  }
+  if (!client) return null;
+  return {
+    named:
+      `PGTARGETSESSIONATTRS=${client} (the environment's, which the client reads where DATABASE_URL sets no target_session_attrs)`,
+    fix: ", or unset PGTARGETSESSIONATTRS",
+  };
+}
+
 /**
  * `store.migrate()`, tried again (up to {@linkcode MIGRATE_TRIES} times in
  * all) when the connection is lost under it, saying so each time; the
@@ -781,7 +810,7 @@ async function migrateAtStart(
   log: (line: string) => void,
   gaveUp: () => boolean,
   hide: (text: string) => string,
-  attrs: string | null = null,
+  attrs: SessionAttrsSource | null = null,
 ): Promise<void> {
   for (let tries = 1;; tries++) {
     try {
@@ -802,7 +831,7 @@ async function migrateAtStart(
           (error as { code?: unknown }).code === "CONNECTION_DESTROYED";
         throw new Error(
           unfit
-            ? `${message} (the client ended each connection at its start, at each of ${MIGRATE_TRIES} tries, as DATABASE_URL's target_session_attrs=${attrs} asks of a server that does not fit it: for primary or read-write, a hot standby (an old primary after a failover; SELECT pg_is_in_recovery()), or sessions read-only for the role or database (SHOW default_transaction_read_only); point DATABASE_URL at the primary, or turn that setting off)`
+            ? `${message} (the client ended each connection at its start, at each of ${MIGRATE_TRIES} tries, as ${attrs.named} asks of a server that does not fit it: for primary or read-write, a hot standby (an old primary after a failover; SELECT pg_is_in_recovery()), or sessions read-only for the role or database (SHOW default_transaction_read_only); point DATABASE_URL at the primary, or turn that setting off${attrs.fix})`
             : `${message} (the connection was lost at each of ${MIGRATE_TRIES} tries: start again once the database is up)`,
           { cause: error },
         );
@@ -872,7 +901,11 @@ async function openPostgres(
       log,
       () => gaveUp,
       (text) => text.replaceAll(database.url, "DATABASE_URL"),
-      new URL(database.url).searchParams.get("target_session_attrs"),
+      sessionAttrsSource(
+        new URL(database.url).searchParams.get("target_session_attrs"),
+        (sql.options as { target_session_attrs?: string | null })
+          .target_session_attrs ?? null,
+      ),
     );
     migrated.catch(() => {});
     await Promise.race([

@@ -979,3 +979,38 @@ Deno.test({
     }
   },
 });
+
+Deno.test({
+  name:
+    "openService() says the environment's PGTARGETSESSIONATTRS, which postgres.js reads where DATABASE_URL sets none, ended each connection, where a server that does not fit it is up: not that the connection was lost and to start again once the database is up",
+  ignore: !postgresAvailable,
+  fn: async () => {
+    const database = await freshDatabase();
+    const name = new URL(database.url).pathname.slice(1);
+    await (await sharedClient()).unsafe(
+      `ALTER DATABASE "${name}" SET default_transaction_read_only = on`,
+    );
+    const before = Deno.env.get("PGTARGETSESSIONATTRS");
+    Deno.env.set("PGTARGETSESSIONATTRS", "read-write");
+    try {
+      // The start's 4 tries, 0.25, 0.5 and 1 s apart: 1.75 s of waits.
+      await assert.rejects(
+        openService(loadConfig({ ...base, DATABASE_URL: database.url }), {
+          log: () => {},
+        }),
+        (error) => {
+          assert.ok(error instanceof ConfigError, String(error));
+          assert.match(
+            error.message,
+            / \(the client ended each connection at its start, at each of 4 tries, as PGTARGETSESSIONATTRS=read-write \(the environment's, which the client reads where DATABASE_URL sets no target_session_attrs\) asks of a server that does not fit it: .*; point DATABASE_URL at the primary, or turn that setting off, or unset PGTARGETSESSIONATTRS\)$/,
+          );
+          return true;
+        },
+      );
+    } finally {
+      if (before === undefined) Deno.env.delete("PGTARGETSESSIONATTRS");
+      else Deno.env.set("PGTARGETSESSIONATTRS", before);
+      await database.drop();
+    }
+  },
+});
