@@ -216,10 +216,19 @@ Deno.test("POST /v1/deliveries refuses a bridge's give-up past the limit, in the
       }
     }
   }
-  const { app } = await makeApp({
+  const { app, writes } = await makeApp({
     intents: [{ id: "pi_0001" }],
     deps: { maxBodyBytes: 1024 },
   });
+  // A forger's, t in time: 413, as past the limit before, nothing written.
+  const forged = await app.request("/v1/deliveries", {
+    method: "POST",
+    body: giveUp,
+    headers: { "x-signature": `t=${NOW_S},v1=${"ab".repeat(32)}` },
+  });
+  assert.equal(forged.status, 413);
+  await forged.body?.cancel();
+  assert.equal(writes(), 0);
   const res = await app.request("/v1/deliveries", {
     method: "POST",
     body: giveUp,
