@@ -177,6 +177,30 @@ Deno.test("POST /v1/qstash/failed without maxRetries says nothing of a message o
   assert.equal(early(said).length, 1, said.join("\n"));
 });
 
+Deno.test("POST /v1/qstash/failed without maxRetries names a message of MAX_BODY_BYTES exactly ended early, and not one a byte over it", async () => {
+  // /v1/qstash takes a body of the limit (64 KiB) as a delivery: its
+  // retries count. One a byte over was ended at its first delivery.
+  for (const [bytes, said] of [[64 * 1024, 1], [64 * 1024 + 1, 0]]) {
+    const source = JSON.stringify(job);
+    const { app, store, lines } = await service();
+    const res = await app.request(
+      "/v1/qstash/failed",
+      await failedRequest(JSON.stringify({
+        status: 503,
+        retried: 0,
+        dlqId: "dlq_msg_edge",
+        sourceMessageId: "msg_edge",
+        url: QSTASH.url,
+        method: "POST",
+        sourceBody: btoa(source + " ".repeat(bytes! - source.length)),
+      })),
+    );
+    assert.equal(res.status, 200, await res.text());
+    assert.equal((await store.getIntent("pi_0001"))?.state, "needs_review");
+    assert.equal(early(lines).length, said, `${bytes} bytes: ${lines}`);
+  }
+});
+
 Deno.test("POST /v1/pubsub/dead-letter names a message dead-lettered before MAX_DELIVERIES, not one at it, nor one whose count cannot be read", async () => {
   for (const [count, said] of [["2", true], ["3", false], ["x", false]]) {
     const { app, lines } = await service();
