@@ -134,3 +134,51 @@ Deno.test("a Worker with RELAYER_INSECURE_DEV says on its first event which rout
     "relayer: INSECURE DEV MODE (unsigned requests accepted on /v1/qstash and /v1/qstash/failed, /v1/pubsub, /v1/pubsub/dead-letter, the ops routes), served to a loopback host only",
   ]);
 });
+
+Deno.test("a Worker with RELAYER_INSECURE_DEV reached off this machine names as open each route whose keys are not set, and no route whose keys are, as the service does", async () => {
+  const base = "https://relayer.example.workers.dev";
+  const ops =
+    "the ops routes (which create and resolve intents, and publish, redrive and discard jobs)";
+  const qstash = {
+    // QStash signs the URL it delivers to: one on loopback, for wrangler dev.
+    PUBLIC_URL: "http://127.0.0.1:8787",
+    QSTASH_CURRENT_SIGNING_KEY: "sig_current_0123456789",
+    QSTASH_NEXT_SIGNING_KEY: "sig_next_0123456789ab",
+  };
+  const pubsub = {
+    PUBSUB_AUDIENCE: `${base}/v1/pubsub`,
+    PUBSUB_SERVICE_ACCOUNT: "push@p.iam.gserviceaccount.com",
+    PUBSUB_MIN_BACKOFF: "40s",
+  };
+  const deadLetter = {
+    ...pubsub,
+    PUBSUB_DEAD_LETTER_AUDIENCE: `${base}/v1/pubsub/dead-letter`,
+    PUBSUB_MAX_DELIVERY_ATTEMPTS: "10",
+  };
+  const cases: [Record<string, string>, string][] = [
+    [
+      qstash,
+      `/v1/pubsub, /v1/pubsub/dead-letter, /v1/deliveries, ${ops}`,
+    ],
+    [
+      { OPS_TOKEN: "an-ops-token-of-16" },
+      "/v1/qstash and /v1/qstash/failed, /v1/pubsub, /v1/pubsub/dead-letter, /v1/deliveries",
+    ],
+    [
+      pubsub,
+      `/v1/qstash and /v1/qstash/failed, /v1/pubsub/dead-letter, /v1/deliveries, ${ops}`,
+    ],
+    [deadLetter, `/v1/qstash and /v1/qstash/failed, /v1/deliveries, ${ops}`],
+  ];
+  for (const [keys, open] of cases) {
+    const { fetch } = worker({ ...ENV, ...keys });
+    const answer = await fetch(new Request(`${base}/healthz`));
+    assert.equal(answer.status, 503, JSON.stringify(keys));
+    const { detail } = await answer.json();
+    assert.equal(
+      / from anyone who reaches it, on (.*)\. Unset /.exec(detail)?.[1],
+      open,
+      JSON.stringify(keys),
+    );
+  }
+});
