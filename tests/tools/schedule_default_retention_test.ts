@@ -96,3 +96,32 @@ Deno.test("tools/schedule.ts --queue pubsub without --message-retention or a dea
   assert.match(given, /^retention 168h0m0s; /m);
   assert.doesNotMatch(given, /Pub\/Sub's default/);
 });
+
+Deno.test("schedule() marks a retention as Pub/Sub's default only on a Pub/Sub queue with a retention counted", () => {
+  const policy = { maxDeliveries: 3 };
+  const options = { retentionDefault: true };
+  const pubsub = {
+    kind: "pubsub",
+    minBackoffMs: 40_000,
+    maxBackoffMs: 600_000,
+  } as const;
+  assert.equal(
+    schedule(policy, { ...pubsub, retentionMs: 7 * 86_400_000 }, options)
+      .retentionDefault,
+    true,
+  );
+  for (
+    const queue of [
+      pubsub,
+      { kind: "qstash", retries: 4 },
+      { kind: "cloudflare", maxRetries: 3 },
+      undefined,
+    ] as const
+  ) {
+    assert.equal(
+      schedule(policy, queue, options).retentionDefault,
+      undefined,
+      JSON.stringify(queue),
+    );
+  }
+});
