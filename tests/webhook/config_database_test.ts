@@ -768,6 +768,38 @@ Deno.test({
 
 Deno.test({
   name:
+    "openService() with a DATABASE_URL's target_session_attrs, its server fit, says the connection was lost at each try where PostgreSQL lost it, not that target_session_attrs ended it",
+  ignore: !postgresAvailable,
+  async fn() {
+    const database = await freshDatabase();
+    const relay = cuttingRelay(database.url, Infinity);
+    const url = new URL(relay.url);
+    url.search = "?target_session_attrs=read-write";
+    try {
+      // The start's 4 tries, 0.25, 0.5 and 1 s apart: 1.75 s of waits.
+      await assert.rejects(
+        openService(loadConfig({ ...base, DATABASE_URL: url.href }), {
+          log: () => {},
+        }),
+        (error) => {
+          assert.ok(error instanceof ConfigError, String(error));
+          assert.match(
+            error.message,
+            /: .*CONNECTION_CLOSED.* \(the connection was lost at each of 4 tries: start again once the database is up\)$/,
+          );
+          return true;
+        },
+      );
+      assert.equal(relay.cut(), 4);
+    } finally {
+      await relay.close();
+      await database.drop();
+    }
+  },
+});
+
+Deno.test({
+  name:
     "openService() says what to do when PostgreSQL has no connection slot for the role (its CONNECTION LIMIT reached), in one line",
   ignore: !postgresAvailable,
   async fn() {
