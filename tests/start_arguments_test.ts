@@ -85,3 +85,21 @@ Deno.test(
     }
   }),
 );
+
+Deno.test("ignoredArgumentsLine() names a flag's first 40 characters up to its '=', and only counts an argument that is not a flag's shape (a value, which may be a secret)", () => {
+  const long = `--${"a".repeat(60)}`;
+  const line = ignoredArgumentsLine([
+    `${long}=value`,
+    "-p@ssw0rd",
+    "--to:ken",
+  ])!;
+  assert.match(
+    line,
+    new RegExp(
+      `^relayer: main\\.ts reads no arguments, so ${
+        long.slice(0, 40)
+      } and 2 other arguments \\(not shown\\) are ignored: `,
+    ),
+  );
+  assert.ok(!line.includes("ssw0rd") && !line.includes("ken"), line);
+});
