@@ -14,7 +14,7 @@ import { runTool } from "./_run_tool.ts";
 const PERMISSIONS = ["--allow-net=127.0.0.1", "--allow-env=PORT"];
 
 Deno.test("qstash-local refuses a PORT that is not a port number, in one line", async () => {
-  for (const port of ["abc", "8080x", "70000", "-1"]) {
+  for (const port of ["abc", "8080x", "70000", "-1", "1e3", "0x50", " 80"]) {
     const { code, stdout, stderr } = await runTool("qstash_local.ts", [], {
       permissions: PERMISSIONS,
       env: { PORT: port, NO_COLOR: "1" },
