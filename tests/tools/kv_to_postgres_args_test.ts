@@ -46,3 +46,22 @@ Deno.test("kv-to-postgres given arguments refuses them, naming the flags and cou
     await Deno.remove(dir, { recursive: true });
   }
 });
+
+Deno.test("kv-to-postgres names a flag's first 40 characters up to its '=', and only counts an argument not of a flag's shape", async () => {
+  const long = `--${"a".repeat(60)}`;
+  const { code, stdout, stderr } = await runTool("kv_to_postgres.ts", [
+    `${long}=value`,
+    "-p@ssw0rd",
+  ], { permissions: ["--allow-env"], env: {} });
+  assert.equal(code, 2, stderr);
+  assert.equal(stdout, "");
+  assert.ok(
+    stderr.startsWith(
+      `kv-to-postgres reads no arguments, so it refuses ${
+        long.slice(0, 40)
+      } and 1 other argument (not shown): `,
+    ),
+    stderr,
+  );
+  assert.ok(!stderr.includes("ssw0rd"), stderr);
+});
