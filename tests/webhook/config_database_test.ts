@@ -8,6 +8,7 @@ import {
   sharedClient,
 } from "../_postgres.ts";
 import { closeEach } from "../_raw_http.ts";
+import { startMain } from "../_main_process.ts";
 
 const base = {
   SENDER_URL: "http://127.0.0.1:9000",
@@ -1014,7 +1015,7 @@ Deno.test({
 
 Deno.test({
   name:
-    "openService() says the environment's PGTARGETSESSIONATTRS, which postgres.js reads where DATABASE_URL sets none, ended each connection, where a server that does not fit it is up: not that the connection was lost and to start again once the database is up",
+    "main.ts says the environment's PGTARGETSESSIONATTRS, which postgres.js reads where DATABASE_URL sets none, ended each connection, where a server that does not fit it is up: not that the connection was lost and to start again once the database is up",
   ignore: !postgresAvailable,
   fn: async () => {
     const database = await freshDatabase();
@@ -1022,26 +1023,28 @@ Deno.test({
     await (await sharedClient()).unsafe(
       `ALTER DATABASE "${name}" SET default_transaction_read_only = on`,
     );
-    const before = Deno.env.get("PGTARGETSESSIONATTRS");
-    Deno.env.set("PGTARGETSESSIONATTRS", "read-write");
+    // In a process of its own: the environment is this run's, every other
+    // file's too (tests/env_shared_test.ts).
+    const dir = await Deno.makeTempDir({ prefix: "relayer-pgattrs-" });
+    const service = startMain({
+      ...base,
+      DATABASE_URL: database.url,
+      PGTARGETSESSIONATTRS: "read-write",
+    }, { writeDir: dir });
     try {
       // The start's 4 tries, 0.25, 0.5 and 1 s apart: 1.75 s of waits.
-      await assert.rejects(
-        openService(loadConfig({ ...base, DATABASE_URL: database.url }), {
-          log: () => {},
-        }),
-        (error) => {
-          assert.ok(error instanceof ConfigError, String(error));
-          assert.match(
-            error.message,
-            / \(the client ended each connection at its start, at each of 4 tries, as PGTARGETSESSIONATTRS=read-write \(the environment's, which the client reads where DATABASE_URL sets no target_session_attrs\) asks of a server that does not fit it: .*; point DATABASE_URL at the primary, or turn that setting off, or unset PGTARGETSESSIONATTRS\)$/,
-          );
-          return true;
-        },
+      const origin = await service.base();
+      assert.equal(origin, null, "main.ts listened, where it should refuse");
+      const { code, stderr } = await service.ended();
+      assert.equal(code, 1, stderr);
+      assert.match(
+        stderr,
+        / \(the client ended each connection at its start, at each of 4 tries, as PGTARGETSESSIONATTRS=read-write \(the environment's, which the client reads where DATABASE_URL sets no target_session_attrs\) asks of a server that does not fit it: .*; point DATABASE_URL at the primary, or turn that setting off, or unset PGTARGETSESSIONATTRS\)$/m,
       );
     } finally {
-      if (before === undefined) Deno.env.delete("PGTARGETSESSIONATTRS");
-      else Deno.env.set("PGTARGETSESSIONATTRS", before);
+      service.kill();
+      await service.ended().catch(() => {});
+      await Deno.remove(dir, { recursive: true });
       await database.drop();
     }
   },
