@@ -100,8 +100,20 @@ for (const max of [1, 2, 3]) {
           }
           // What the pool answered in each round. Before, a read that met
           // more ended connections than it was asked failed as lost
-          // ("lost, pending").
-          assert.deepEqual(seen.filter((reads) => reads !== "pending"), []);
+          // ("lost, pending"), and once a pool of 1 was jammed every later
+          // read did not answer. One round in a pool of 1 may meet
+          // postgres.js 3.4.9's known race (a query handed over between a
+          // socket's error and its close, held until connectionWaitMs; the
+          // next read answers: docs/postgres.md's limits), never two.
+          const held = new RegExp(
+            `^PostgreSQL did not answer the store's read within ${WAIT_MS}ms: [^,]*, or the server is unreachable; retry, pending$`,
+          );
+          const other = seen.filter((reads) => reads !== "pending");
+          assert.ok(
+            max === 1 && other.length === 1 && held.test(other[0]!) ||
+              other.length === 0,
+            JSON.stringify(seen),
+          );
         } finally {
           store.close();
           await sql.end({ timeout: 1 });
