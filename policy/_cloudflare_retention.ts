@@ -382,6 +382,18 @@ export function cloudflareDeadLetterRetriesNeeded(
   return needed;
 }
 
+/**
+ * A retention as a refusal names it: `given`, or, not given, the 24 h it
+ * is `counted` as (the least a plan keeps unless set).
+ */
+function retentionSaid(given: number | undefined, counted: number): string {
+  return given === undefined
+    ? `not given, so it is counted as ${
+      formatDuration(counted)
+    }, the Workers Free plan's (fixed there; a paid plan keeps messages 4 days unless set)`
+    : formatDuration(counted);
+}
+
 /** A retention the handler refuses: which, and why (with what to do). */
 export interface CloudflareRetentionRefusal {
   /** The handler's option: `messageRetentionMs` or `deadLetterMessageRetentionMs`. */
@@ -459,13 +471,7 @@ export function cloudflareRetentionRefusal(
       );
       return {
         option: "messageRetentionMs",
-        text: `${
-          given === undefined
-            ? `not given, so it is counted as ${
-              formatDuration(jobs)
-            }, the Workers Free plan's (fixed there; a paid plan keeps messages 4 days unless set)`
-            : formatDuration(jobs)
-        }: ${
+        text: `${retentionSaid(given, jobs)}: ${
           delay > 0
             ? `a message's delivery delay (${
               formatDuration(delay * 1000)
@@ -512,11 +518,7 @@ export function cloudflareRetentionRefusal(
       return {
         option: "deadLetterMessageRetentionMs",
         text: `${
-          deadGiven === undefined
-            ? `not given, so it is counted as ${
-              formatDuration(dead)
-            }, the Workers Free plan's (fixed there; a paid plan keeps messages 4 days unless set)`
-            : formatDuration(dead)
+          retentionSaid(deadGiven, dead)
         }: a message the queue gives up on may reach the dead-letter queue with its age (counted from its send, as Miniflare's keeps it): ${
           delay > 0
             ? `a message's delivery delay (${
