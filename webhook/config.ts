@@ -34,7 +34,7 @@
  * | `PUBSUB_MESSAGE_RETENTION` | the subscription's message retention, `10m` to `744h` (unset: Pub/Sub's default, 7 days, checked where the subscription has no dead-letter policy) |
  * | `CLOUDFLARE_MAX_RETRIES` | optional: the Cloudflare Queues consumer's `max_retries`, 0–100, checked when set. Read by a Cloudflare Worker only, as each `CLOUDFLARE_*` below: `main.ts` leaves them out of its start's check (`serviceSettings`) and names each as ignored, with a Worker's refusal where `loadConfig` refuses it |
  * | `CLOUDFLARE_DLQ_MAX_RETRIES` | optional: the dead-letter queue consumer's `max_retries`, 0–100; refused, as the queue handler refuses it, where its retries span less than 14 days (a Worker, `workerConfig`, takes one not given as Cloudflare's default of 3, which is refused) |
- * | `CLOUDFLARE_MESSAGE_RETENTION`, `CLOUDFLARE_DLQ_MESSAGE_RETENTION` | optional: the jobs queue's and the dead-letter queue's message retention, whole seconds from `1m` to `336h` (Cloudflare's default is 4 days; with a unit: a plain number is refused, as Wrangler's `--message-retention-period-secs` counts seconds); refused, as the queue handler refuses it, where it ends while the handler may still retry a message there (counted with `CLOUDFLARE_MAX_RETRIES`, 3 unless set, and `CLOUDFLARE_DELIVERY_DELAY`; unset, counted as 24 h, the least a plan keeps unless set, the Workers Free plan's, where a `CLOUDFLARE_*` retention or `CLOUDFLARE_MAX_RETRIES` is set, as a Worker's `workerConfig` sets the latter) |
+ * | `CLOUDFLARE_MESSAGE_RETENTION`, `CLOUDFLARE_DLQ_MESSAGE_RETENTION` | optional: the jobs queue's and the dead-letter queue's message retention, whole seconds from `1m` to `336h` (Cloudflare's default is 4 days; with a unit: a plain number is refused, as Wrangler's `--message-retention-period-secs` counts seconds); refused, as the queue handler refuses it, where it ends while the handler may still retry a message there (counted with `CLOUDFLARE_MAX_RETRIES`, 3 unless set, and `CLOUDFLARE_DELIVERY_DELAY`; unset, counted as 24 h, the least a plan keeps unless set, the Workers Free plan's, where any `CLOUDFLARE_*` setting is set, as a Worker's `workerConfig` sets `CLOUDFLARE_MAX_RETRIES`) |
  * | `CLOUDFLARE_DELIVERY_DELAY` | optional: the jobs queue's delivery delay (or its producer binding's `delivery_delay`, or the longest `delaySeconds` a producer sends with), whole seconds from `0` to `24h` (with a unit, as for the retentions: `--delivery-delay-secs` counts seconds), counted in its retention and the dead-letter queue's (a message moves there with its age), counted from the send (Cloudflare does not say it waits for a first delivery; unset: 0) |
  * | `RELAYER_INSECURE_DEV` | `1`: accept unsigned requests on every route whose keys are not set, the ops routes too without `OPS_TOKEN`; for local runs only: refused, as the docs' local-run secrets are, on Deno Deploy, with a `PUBLIC_URL` off this machine, where `main.ts` listens off loopback, or by a Worker's `nameUnread` once a request comes to it from off this machine |
  *
@@ -2398,11 +2398,15 @@ function checkCloudflareQueues(
     );
   }
   // Not a Cloudflare queue's settings (main.ts leaves every CLOUDFLARE_*
-  // out): nothing to count an unset retention against.
+  // out): nothing to count an unset retention against. Any one set (a
+  // delivery delay, the dead-letter queue's max_retries) is a Worker's,
+  // whose handler counts an unset retention as 24 h.
   if (
     queues.maxRetries === undefined &&
+    queues.deadLetterMaxRetries === undefined &&
     queues.messageRetentionMs === undefined &&
-    queues.deadLetterMessageRetentionMs === undefined
+    queues.deadLetterMessageRetentionMs === undefined &&
+    queues.deliveryDelayMs === undefined
   ) return;
   const refusal = cloudflareRetentionRefusal(
     {

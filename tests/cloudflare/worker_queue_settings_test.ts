@@ -182,3 +182,58 @@ Deno.test("workerConfig() counts a message retention not given as the queue hand
   const longer = { ...long, BASE: "12h" };
   assert.equal(loadConfig({ ...service, ...longer }).policy.baseMs, 43_200_000);
 });
+
+Deno.test("loadConfig() counts a message retention not given as 24 h where CLOUDFLARE_DELIVERY_DELAY or CLOUDFLARE_DLQ_MAX_RETRIES alone is set, as the queue handler built from its settings does", () => {
+  // Three waits of 12 h (Cloudflare's 3 retries, CLOUDFLARE_MAX_RETRIES
+  // unset): past 24 h.
+  const longer = {
+    SENDER_URL: base.SENDER_URL,
+    WEBHOOK_SECRET: base.WEBHOOK_SECRET,
+    BASE: "12h",
+    CAP: "12h",
+    STUCK_AFTER: "1h",
+    MAX_DELIVERIES: "4",
+  };
+  const handler = (deliveryDelayMs?: number) => {
+    const config = loadConfig(longer);
+    const app = createApp({
+      store: new MemoryStore(),
+      sender: new HttpSender(config.sender),
+      policy: config.policy,
+      leaseMs: config.leaseMs,
+      clockSkewMs: config.clockSkewMs,
+      ...routeOptions(config),
+    });
+    try {
+      createQueueHandler({
+        relayer: app.relayer,
+        deadLetterQueue: "<dead-letter queue>",
+        deadLetterMaxRetries: 100,
+        deliveryDelayMs,
+      });
+    } catch (error) {
+      return String(error).replace(
+        /^RangeError: Cannot create queue handler as 'messageRetentionMs' is not given,/,
+        "CLOUDFLARE_MESSAGE_RETENTION is unset,",
+      );
+    }
+    return "taken";
+  };
+  for (
+    const [more, delayMs] of [
+      [{ CLOUDFLARE_DELIVERY_DELAY: "1m" }, 60_000],
+      [{ CLOUDFLARE_DELIVERY_DELAY: "0s" }, 0],
+      [{ CLOUDFLARE_DLQ_MAX_RETRIES: "100" }, undefined],
+    ] as const
+  ) {
+    let said = "taken";
+    try {
+      loadConfig({ ...longer, ...more });
+    } catch (error) {
+      assert.ok(error instanceof ConfigError, String(error));
+      assert.equal(error.setting, "CLOUDFLARE_MESSAGE_RETENTION");
+      said = error.message;
+    }
+    assert.equal(said, handler(delayMs), JSON.stringify(more));
+  }
+});
