@@ -500,9 +500,9 @@ function checkRetentions(
  * retried after the policy's base delay doubled with each of the message's
  * attempts (`baseMs`, 5 s by default), up to the policy's cap on the jobs
  * queue and up to 12 h on the dead-letter queue (or what
- * `deadLetterMessageRetentionMs`, given, leaves a message there as old as
- * the jobs queue's waits make it, if less; given, at least the busy
- * give-up's wait it counts there). So one message never makes
+ * `deadLetterMessageRetentionMs`, or 24 h when it is not given, leaves a
+ * message there as old as the jobs queue's waits make it, if less; given,
+ * at least the busy give-up's wait it counts there). So one message never makes
  * Cloudflare retry the whole batch, an outage does not use up a message's
  * deliveries at once, and a give-up that fails outlasts an outage as long
  * as the queue's retention (with `max_retries = 100` on the dead-letter
