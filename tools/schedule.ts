@@ -1109,8 +1109,9 @@ export type Flags =
     readonly queue?: QueueLimits;
     /**
      * The Cloudflare queues' message retentions and what is counted
-     * against them, with `--queue cloudflare` and `--message-retention`
-     * or `--dlq-message-retention`: what `createQueueHandler` is given.
+     * against them, with `--queue cloudflare`: what `createQueueHandler`
+     * is given (a retention not given is counted as 24 h, as it counts
+     * one).
      */
     readonly cloudflareRetentions?: CloudflareRetentions;
     /**
