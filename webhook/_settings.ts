@@ -10,6 +10,7 @@
  */
 
 import {
+  cloudflareRetention,
   type Config,
   ConfigError,
   loadConfig,
@@ -165,9 +166,11 @@ export function unknownSettingLines(names: Iterable<string>): string[] {
  * handler: the service, whose lines these are, consumes no Cloudflare
  * queue, and its start does not check them ({@linkcode serviceSettings}).
  * One that a Worker loading `env` refuses (`loadConfig` throws for it) is
- * named with the Worker's refusal, word for word (a message retention
- * judged with the `CLOUDFLARE_MAX_RETRIES` and `CLOUDFLARE_DELIVERY_DELAY`
- * beside it that a Worker takes, as it is counted with them); where the service's own
+ * named with the Worker's refusal, word for word (each judged with the
+ * `CLOUDFLARE_*` settings beside it that a Worker takes on their own, as a
+ * message retention is counted with the other's, `CLOUDFLARE_MAX_RETRIES`
+ * and `CLOUDFLARE_DELIVERY_DELAY`; a refusal that names another setting
+ * set is on that one's line); where the service's own
  * settings are refused first, a check that comes after theirs cannot be
  * judged, and the line says it is checked once they are taken.
  */
@@ -181,22 +184,21 @@ export function unreadSettingLines(
   if (cloudflare.length === 0) return lines;
   const service = serviceSettings(env);
   const serviceRefusal = refusalOf(service);
-  // A retention is counted with the jobs queue's max_retries and delivery
-  // delay: with those set beside it that a Worker takes on their own.
-  const counted: Record<string, string | undefined> = {};
-  for (const name of COUNTED_WITH_RETENTIONS) {
-    if (!env[name]) continue;
-    if (refusalOf({ ...service, [name]: env[name] }) !== serviceRefusal) {
-      continue;
-    }
-    counted[name] = env[name];
+  // A Worker reads them together: a retention is counted with the
+  // max_retries, the delivery delay and the other queue's retention beside
+  // it (unset, 24 h). So each is judged with those beside it that hold on
+  // their own.
+  const taken: Record<string, string | undefined> = {};
+  for (const name of cloudflare) {
+    if (!ownRefusal(service, name, env[name])) taken[name] = env[name];
   }
   for (const name of cloudflare) {
-    // loadConfig checks each CLOUDFLARE_ setting on its own (a retention
-    // with what it is counted with): with it alone added, a refusal other
-    // than the service's own is the Worker's for it.
-    const beside = /_MESSAGE_RETENTION$/.test(name) ? counted : {};
-    const refusal = refusalOf({ ...service, ...beside, [name]: env[name] });
+    const refused = refusalNamed({ ...service, ...taken, [name]: env[name] });
+    // Another setting's, set beside it: its own line names it.
+    const refusal = refused !== undefined && refused.setting !== name &&
+        taken[refused.setting] !== undefined
+      ? undefined
+      : refused?.message;
     const said =
       `relayer: ${name} is set, but only a Cloudflare Worker reads it (its queue handler, createQueueHandler) and this service consumes no Cloudflare queue, so it is ignored here`;
     lines.push(
@@ -278,13 +280,48 @@ function unreadBesideLines(
 function refusalOf(
   env: Readonly<Record<string, string | undefined>>,
 ): string | undefined {
+  return refusalNamed(env)?.message;
+}
+
+/** `loadConfig`'s refusal of `env`, with the setting it names. */
+function refusalNamed(
+  env: Readonly<Record<string, string | undefined>>,
+): { readonly setting: string; readonly message: string } | undefined {
   try {
     loadConfig(env);
     return undefined;
   } catch (error) {
-    if (error instanceof ConfigError) return error.message;
+    if (error instanceof ConfigError) {
+      return { setting: error.setting, message: error.message };
+    }
     throw error;
   }
+}
+
+/**
+ * Whether a Worker refuses a `CLOUDFLARE_*` setting for its own value,
+ * whatever beside it: out of its bounds, or, beside the service's settings,
+ * refused in its own name (a retention, only for its bounds: what it is
+ * counted with is judged beside it).
+ */
+function ownRefusal(
+  service: Readonly<Record<string, string | undefined>>,
+  name: (typeof CLOUDFLARE_ONLY)[number],
+  value: string | undefined,
+): boolean {
+  if (
+    name === "CLOUDFLARE_MESSAGE_RETENTION" ||
+    name === "CLOUDFLARE_DLQ_MESSAGE_RETENTION"
+  ) {
+    try {
+      cloudflareRetention({ [name]: value }, name);
+      return false;
+    } catch (error) {
+      if (error instanceof ConfigError) return true;
+      throw error;
+    }
+  }
+  return refusalNamed({ ...service, [name]: value })?.setting === name;
 }
 
 /**
@@ -722,12 +759,6 @@ const CLOUDFLARE_ONLY = [
   "CLOUDFLARE_DLQ_MAX_RETRIES",
   "CLOUDFLARE_MESSAGE_RETENTION",
   "CLOUDFLARE_DLQ_MESSAGE_RETENTION",
-  "CLOUDFLARE_DELIVERY_DELAY",
-] as const;
-
-// What a Cloudflare queue's message retention is counted with.
-const COUNTED_WITH_RETENTIONS = [
-  "CLOUDFLARE_MAX_RETRIES",
   "CLOUDFLARE_DELIVERY_DELAY",
 ] as const;
 

@@ -237,3 +237,70 @@ Deno.test("loadConfig() counts a message retention not given as 24 h where CLOUD
     assert.equal(said, handler(delayMs), JSON.stringify(more));
   }
 });
+
+Deno.test("main.ts judges a Worker's Cloudflare settings together, as the Worker reads them: a retention set is not named unset on another's line, and a Worker that takes them all is said to by every line", () => {
+  // Three waits of 12 h: 36 h on the jobs queue, 48 h with a busy
+  // give-up's on the dead-letter queue.
+  const longer = { ...base, BASE: "12h", CAP: "12h", STUCK_AFTER: "1h" };
+  const { CLOUDFLARE_MAX_RETRIES: _, ...three } = longer;
+  for (
+    const env of [
+      // Taken by a Worker: both retentions outlast the waits.
+      {
+        ...three,
+        MAX_DELIVERIES: "4",
+        CLOUDFLARE_MESSAGE_RETENTION: "96h",
+        CLOUDFLARE_DLQ_MESSAGE_RETENTION: "96h",
+      },
+      {
+        ...three,
+        MAX_DELIVERIES: "4",
+        CLOUDFLARE_DELIVERY_DELAY: "1m",
+        CLOUDFLARE_MESSAGE_RETENTION: "96h",
+        CLOUDFLARE_DLQ_MESSAGE_RETENTION: "96h",
+      },
+      // Refused by a Worker for the dead-letter queue's retention, set.
+      {
+        ...three,
+        MAX_DELIVERIES: "4",
+        CLOUDFLARE_MESSAGE_RETENTION: "96h",
+        CLOUDFLARE_DLQ_MESSAGE_RETENTION: "40h",
+      },
+      // Refused for the dead-letter queue's, unset (24 h).
+      {
+        ...three,
+        MAX_DELIVERIES: "4",
+        CLOUDFLARE_MESSAGE_RETENTION: "96h",
+      },
+    ]
+  ) {
+    let worker: ConfigError | undefined;
+    try {
+      workerConfig(env);
+    } catch (error) {
+      assert.ok(error instanceof ConfigError, String(error));
+      worker = error;
+    }
+    const lines = unreadSettingLines(env).filter((line) =>
+      line.startsWith("relayer: CLOUDFLARE_")
+    );
+    const said = lines.filter((line) => line.includes("refuses to start"));
+    if (worker === undefined) {
+      assert.deepEqual(said, [], JSON.stringify(env));
+      continue;
+    }
+    // The Worker's refusal, word for word, on the line of the setting it
+    // names where that is set, else on those it is counted with.
+    assert.ok(said.length > 0, JSON.stringify(env));
+    for (const line of said) {
+      assert.ok(line.endsWith(`: ${worker.message}`), line);
+    }
+    if (worker.setting in env) {
+      assert.deepEqual(
+        said.map((line) => line.split(" ")[1]),
+        [worker.setting],
+        JSON.stringify(env),
+      );
+    }
+  }
+});
