@@ -56,6 +56,7 @@ import {
   type Config,
   ConfigError,
   loadConfig,
+  offLoopbackRefusal,
   routeOptions,
 } from "./webhook/config.ts";
 import {
@@ -72,10 +73,7 @@ import {
 import { oncePer } from "./webhook/_step_back.ts";
 import {
   insecureDevMode,
-  insecureDevRefusal,
   insecureOpenRoutes,
-  onLoopback,
-  readableSetting,
   rotationState,
 } from "./webhook/_auth.ts";
 import {
@@ -1571,15 +1569,10 @@ let flushLog: (() => void) | undefined;
 /** Whether the runtime served the default export (its `onListen` ran). */
 let listened = false;
 /**
- * A setting anyone can read (the docs' local-run secrets, a local QStash's
- * published keys), if one is in use: taken on loopback only.
+ * The settings read at start, judged again where the service listens (a
+ * secret anyone can read, `RELAYER_INSECURE_DEV`: taken on loopback only).
  */
-let readable: ReturnType<typeof readableSetting>;
-/**
- * With `RELAYER_INSECURE_DEV`, the routes it opens (it is taken on
- * loopback only, as the docs' local-run secrets are); else `undefined`.
- */
-let insecureOpen: string[] | undefined;
+let started: Config | undefined;
 
 /**
  * What went wrong when `deno serve` tried to listen, in one line, or
@@ -1704,8 +1697,7 @@ if (import.meta.main) {
     // A Cloudflare Worker's settings, which this service never reads, are
     // named above (with a Worker's refusal) but do not refuse its start.
     config = loadConfig(serviceSettings(env));
-    readable = readableSetting(config);
-    if (config.insecureDev) insecureOpen = openRoutes(config);
+    started = config;
     // Deno Deploy stops an instance 5 s after SIGINT, under any drain.
     if (config.onDeploy) drainMs = DEPLOY_DRAIN_MS;
   } catch (error) {
@@ -1887,15 +1879,8 @@ export default {
     // to say so: whoever read the docs signs its deliveries, or, in insecure
     // dev mode, sends unsigned ones and, without OPS_TOKEN, calls the ops
     // routes.
-    const off = address.transport === "tcp" && !onLoopback(where)
-      ? `this service listens on ${where}, off this machine`
-      : undefined;
-    const refusal = off === undefined
-      ? undefined
-      : readable !== undefined
-      ? `${readable.setting} is ${readable.readable}, and ${off}: ${readable.fix}`
-      : insecureOpen !== undefined
-      ? insecureDevRefusal(off, insecureOpen)
+    const refusal = address.transport === "tcp" && started !== undefined
+      ? offLoopbackRefusal(started, where)
       : undefined;
     if (refusal !== undefined) {
       // The start line first, so the refusal is the last word in one log.

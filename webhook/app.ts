@@ -4717,6 +4717,7 @@ export {
   ConfigError,
   type DatabaseTls,
   loadConfig,
+  offLoopbackRefusal,
   type RouteOptions,
   routeOptions,
 } from "./config.ts";

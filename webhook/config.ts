@@ -83,6 +83,7 @@ import {
   publishedQStashKey,
   publishedSecret,
   type PubSubKeys,
+  readableSetting,
 } from "./_auth.ts";
 import { CLAIM_GRACE_MS } from "../store/_rules.ts";
 import { DEFAULT_CLOCK_SKEW_MS as RELAYER_CLOCK_SKEW_MS } from "../relayer/_options.ts";
@@ -1141,6 +1142,69 @@ export function loadConfig(
   variables: Readonly<Record<string, unknown>>,
 ): Config {
   return loadConfigFor(variables, "deno task start");
+}
+
+/**
+ * Why a service with `config` must not start listening on `listensOn`, in
+ * `main.ts`'s own words, or `undefined` where it may. `loadConfig` judges
+ * `PUBLIC_URL`, not where a service listens: off loopback (`0.0.0.0`, `::`,
+ * an interface's address) others reach it, so a secret anyone can read (the
+ * docs' local-run `WEBHOOK_SECRET` or `OPS_TOKEN`, a local QStash's published
+ * signing keys) or `RELAYER_INSECURE_DEV` is refused there, as `main.ts`
+ * refuses it. Loopback is `localhost`, 127.0.0.0/8 and `::1`. Pure: call it
+ * before listening, and stop with its text.
+ *
+ * @example Refuse the docs' local-run secret on 0.0.0.0
+ * ```ts
+ * import { loadConfig, offLoopbackRefusal } from "@relayer/poison/webhook";
+ * import assert from "node:assert/strict";
+ *
+ * const config = loadConfig({
+ *   SENDER_URL: "http://127.0.0.1:9000",
+ *   WEBHOOK_SECRET: "local-secret-0123456789", // the docs' local-run value
+ * });
+ * assert.equal(offLoopbackRefusal(config, "127.0.0.1"), undefined);
+ * assert.equal(
+ *   offLoopbackRefusal(config, "0.0.0.0"),
+ *   "WEBHOOK_SECRET is a value the docs give for a local run, which anyone can read, and this service listens on 0.0.0.0, off this machine: generate a random one, such as with: openssl rand -base64 32",
+ * );
+ * ```
+ *
+ * @param config What {@linkcode loadConfig} read.
+ * @param listensOn The hostname the service listens on (`"0.0.0.0"`,
+ * `"::"`, `"127.0.0.1"`), or its URL (`"http://0.0.0.0:8000/"`), named as
+ * given in the text.
+ * @returns The refusal, one line without a `relayer: cannot start: `
+ * prefix, or `undefined` on loopback or with nothing to refuse.
+ */
+export function offLoopbackRefusal(
+  config: Config,
+  listensOn: string,
+): string | undefined {
+  const url = listensOn.includes("://")
+    ? listensOn
+    : `http://${
+      listensOn.includes(":") && !listensOn.startsWith("[")
+        ? `[${listensOn}]`
+        : listensOn
+    }/`;
+  if (onLoopback(url)) return undefined;
+  const off = `this service listens on ${listensOn}, off this machine`;
+  const readable = readableSetting(config);
+  if (readable !== undefined) {
+    return `${readable.setting} is ${readable.readable}, and ${off}: ${readable.fix}`;
+  }
+  if (!config.insecureDev) return undefined;
+  return insecureDevRefusal(
+    off,
+    insecureOpenRoutes({
+      qstash: config.qstash !== undefined,
+      pubsub: config.pubsub !== undefined,
+      pubsubDeadLetter: config.pubsubDeadLetter !== undefined,
+      deliveries: config.webhookSecret !== undefined,
+      ops: config.opsToken !== undefined,
+    }),
+  );
 }
 
 /**
