@@ -235,26 +235,51 @@ export function docsServiceTests(s: DocsService): void {
 
   Deno.test({
     name:
-      `docs/api.md's ${s.runtime} service set to listen off loopback refuses RELAYER_INSECURE_DEV in one line, as main.ts does, and takes it on loopback`,
+      `docs/api.md's ${s.runtime} service set to listen off loopback refuses RELAYER_INSECURE_DEV and the docs' local-run secrets in one line, in main.ts's words, and takes them on loopback`,
     ignore: s.ignore,
     fn: timeout(60_000, async () => {
       const dir = await Deno.makeTempDir({ prefix });
       try {
         // Nothing listens on port 1: a start that got past the refusal
         // stops at the database, in its own words.
+        const database = `postgres://relayer:${PASSWORD}@127.0.0.1:1/relayer`;
         const env = {
           ...SETTINGS,
-          DATABASE_URL: `postgres://relayer:${PASSWORD}@127.0.0.1:1/relayer`,
+          DATABASE_URL: database,
           RELAYER_INSECURE_DEV: "1",
+        };
+        // The docs' local-run secrets alone, as their README run sets them.
+        const published = { ...SETTINGS, DATABASE_URL: database };
+        const own = {
+          ...env,
+          WEBHOOK_SECRET: "a-webhook-secret-of-the-test",
+          OPS_TOKEN: "an-ops-token-of-the-test-0123",
         };
         for (const host of ["0.0.0.0", "::"]) {
           await bundled(await s.service(), dir, 8000, host);
-          const { code, err } = await run(dir, env);
-          assert.equal(code, 1, `${host}: exit code; stderr:\n${err}`);
-          assert.equal(
-            err,
-            `relayer: cannot start: RELAYER_INSECURE_DEV is for local runs, and this service listens on ${host}, off this machine: unset it, or listen on 127.0.0.1\n`,
-          );
+          const off = `this service listens on ${host}, off this machine`;
+          for (
+            const [what, settings, said] of [
+              [
+                "the docs' WEBHOOK_SECRET",
+                published,
+                `WEBHOOK_SECRET is a value the docs give for a local run, which anyone can read, and ${off}: generate a random one, such as with: openssl rand -base64 32`,
+              ],
+              [
+                "RELAYER_INSECURE_DEV",
+                own,
+                `RELAYER_INSECURE_DEV is for local runs, and ${off}: it would take requests with no signature or token, from anyone who reaches it, on /v1/qstash and /v1/qstash/failed, /v1/pubsub, /v1/pubsub/dead-letter. Unset RELAYER_INSECURE_DEV (each route whose keys are not set then answers 503: set the keys of those you use, and OPS_TOKEN for the ops routes), or run on your own machine: PUBLIC_URL unset or on localhost, 127.0.0.1 or [::1], and served on loopback (deno task start)`,
+              ],
+            ] as const
+          ) {
+            const { code, err } = await run(dir, settings);
+            assert.equal(
+              code,
+              1,
+              `${host}, ${what}: exit code; stderr:\n${err}`,
+            );
+            assert.equal(err, `relayer: cannot start: ${said}\n`, what);
+          }
         }
         for (const host of ["127.0.0.1", "localhost"]) {
           await bundled(await s.service(), dir, 8000, host);
