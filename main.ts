@@ -57,6 +57,7 @@ import {
   ConfigError,
   loadConfig,
   offLoopbackRefusal,
+  openRoutesOf,
   routeOptions,
 } from "./webhook/config.ts";
 import {
@@ -71,11 +72,7 @@ import {
   unreadSettingLines,
 } from "./webhook/_settings.ts";
 import { oncePer } from "./webhook/_step_back.ts";
-import {
-  insecureDevMode,
-  insecureOpenRoutes,
-  rotationState,
-} from "./webhook/_auth.ts";
+import { insecureDevMode, rotationState } from "./webhook/_auth.ts";
 import {
   isFolder,
   readOnlyRefusal,
@@ -1100,18 +1097,7 @@ export function openHint(
  * routes that are signed, so an operator who left the flag on sees which.
  */
 function insecureRoutes(config: Config): string {
-  return insecureDevMode(openRoutes(config));
-}
-
-/** The routes `RELAYER_INSECURE_DEV` opens in `config`: those whose keys are not set. */
-function openRoutes(config: Config): string[] {
-  return insecureOpenRoutes({
-    qstash: config.qstash !== undefined,
-    pubsub: config.pubsub !== undefined,
-    pubsubDeadLetter: config.pubsubDeadLetter !== undefined,
-    deliveries: config.webhookSecret !== undefined,
-    ops: config.opsToken !== undefined,
-  });
+  return insecureDevMode(openRoutesOf(config));
 }
 
 /**

@@ -15,12 +15,12 @@ import {
   ConfigError,
   loadConfig,
   loadConfigFor,
+  openRoutesOf,
   refuseReusedOpsToken,
 } from "./config.ts";
 import {
   insecureDevMode,
   insecureDevRefusal,
-  insecureOpenRoutes,
   onLoopback,
   readableSetting,
   rotationState,
@@ -609,13 +609,7 @@ export function workerConfig(
   // dev`, and there it would open each route whose keys are not set, the
   // ops routes too without OPS_TOKEN, to whoever reaches it.
   const found = readableSetting(config);
-  const open = insecureOpenRoutes({
-    qstash: config.qstash !== undefined,
-    pubsub: config.pubsub !== undefined,
-    pubsubDeadLetter: config.pubsubDeadLetter !== undefined,
-    deliveries: config.webhookSecret !== undefined,
-    ops: config.opsToken !== undefined,
-  });
+  const open = openRoutesOf(config);
   // Said on the first event, as main.ts says it on its start line: which
   // routes take unsigned requests while the Worker is reached on loopback.
   const insecureLine = config.insecureDev

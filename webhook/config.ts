@@ -1195,16 +1195,39 @@ export function offLoopbackRefusal(
     return `${readable.setting} is ${readable.readable}, and ${off}: ${readable.fix}`;
   }
   if (!config.insecureDev) return undefined;
-  return insecureDevRefusal(
-    off,
-    insecureOpenRoutes({
-      qstash: config.qstash !== undefined,
-      pubsub: config.pubsub !== undefined,
-      pubsubDeadLetter: config.pubsubDeadLetter !== undefined,
-      deliveries: config.webhookSecret !== undefined,
-      ops: config.opsToken !== undefined,
-    }),
-  );
+  return insecureDevRefusal(off, openRoutesOf(config));
+}
+
+/**
+ * The routes `RELAYER_INSECURE_DEV` opens in `config`: those whose keys are
+ * not set ({@linkcode insecureOpenRoutes}), as `main.ts`'s start line, its
+ * refusal and a Worker's first event name them.
+ *
+ * @example
+ * ```ts
+ * import { loadConfig, openRoutesOf } from "./config.ts";
+ * import assert from "node:assert/strict";
+ *
+ * const config = loadConfig({
+ *   SENDER_URL: "http://127.0.0.1:9000",
+ *   WEBHOOK_SECRET: "a-webhook-secret-16",
+ * });
+ * assert.deepEqual(openRoutesOf(config), [
+ *   "/v1/qstash and /v1/qstash/failed",
+ *   "/v1/pubsub",
+ *   "/v1/pubsub/dead-letter",
+ *   "the ops routes",
+ * ]);
+ * ```
+ */
+export function openRoutesOf(config: Config): string[] {
+  return insecureOpenRoutes({
+    qstash: config.qstash !== undefined,
+    pubsub: config.pubsub !== undefined,
+    pubsubDeadLetter: config.pubsubDeadLetter !== undefined,
+    deliveries: config.webhookSecret !== undefined,
+    ops: config.opsToken !== undefined,
+  });
 }
 
 /**
