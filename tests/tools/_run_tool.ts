@@ -13,7 +13,10 @@ const ROOT: string = fileURLToPath(new URL("../../", import.meta.url));
 /**
  * Runs `tools/<file>` with `args` from the repository's root (or from
  * `cwd`), with its deno.json, given `permissions` (none unless given) and
- * `env` added to the environment, its stdin closed.
+ * `env` added to the environment, its stdin closed. A tool still running
+ * after `timeoutMs` (30 s unless given) is killed and the run fails, naming
+ * the tool and its arguments: a tool that listens where it should refuse
+ * fails its test instead of holding the suite.
  *
  * @returns Its exit code and what it printed.
  *
@@ -30,9 +33,12 @@ export async function runTool(
     env?: Record<string, string>;
     /** The folder it runs in; the repository's root unless given. */
     cwd?: string;
+    /** How long it may run before it is killed and the run fails. */
+    timeoutMs?: number;
   } = {},
 ): Promise<{ code: number; stdout: string; stderr: string }> {
-  const { code, stdout, stderr } = await new Deno.Command(Deno.execPath(), {
+  const timeoutMs = options.timeoutMs ?? 30_000;
+  const child = new Deno.Command(Deno.execPath(), {
     args: [
       "run",
       "--quiet",
@@ -47,9 +53,31 @@ export async function runTool(
     stdin: "null",
     stdout: "piped",
     stderr: "piped",
-  }).output();
+  }).spawn();
+  let timedOut = false;
+  const timer = setTimeout(() => {
+    timedOut = true;
+    child.kill("SIGKILL");
+  }, timeoutMs);
+  let output: Deno.CommandOutput;
+  try {
+    output = await child.output();
+  } finally {
+    clearTimeout(timer);
+  }
   const text = new TextDecoder();
-  return { code, stdout: text.decode(stdout), stderr: text.decode(stderr) };
+  const stdout = text.decode(output.stdout);
+  const stderr = text.decode(output.stderr);
+  if (timedOut) {
+    throw new Error(
+      `tools/${file} ${
+        JSON.stringify(args)
+      } was still running after ${timeoutMs} ms and was killed; stderr: ${
+        JSON.stringify(stderr)
+      }`,
+    );
+  }
+  return { code: output.code, stdout, stderr };
 }
 
 /**

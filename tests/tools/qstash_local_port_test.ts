@@ -48,3 +48,20 @@ Deno.test("qstash-local on a port another process holds says so, in one line", a
     held.close();
   }
 });
+
+Deno.test("runTool kills a tool still running after its timeout and fails naming it", async () => {
+  // A free port: qstash-local listens on it and never exits by itself.
+  const probe = Deno.listen({ hostname: "127.0.0.1", port: 0 });
+  const { port } = probe.addr as Deno.NetAddr;
+  probe.close();
+  const started = Date.now();
+  await assert.rejects(
+    runTool("qstash_local.ts", ["--never-ends"], {
+      permissions: PERMISSIONS,
+      env: { PORT: String(port), NO_COLOR: "1" },
+      timeoutMs: 1_000,
+    }),
+    /^Error: tools\/qstash_local\.ts \["--never-ends"\] was still running after 1000 ms and was killed/,
+  );
+  assert.ok(Date.now() - started < 10_000, "killed well before the default");
+});
