@@ -11,14 +11,8 @@
  */
 
 import assert from "node:assert/strict";
-import postgres from "postgres";
-import { PostgresStore } from "../../store/postgres.ts";
-import {
-  freshSchema,
-  postgresAvailable,
-  postgresUrl,
-  serverUpFirst,
-} from "../_postgres.ts";
+import { postgresAvailable, serverUpFirst } from "../_postgres.ts";
+import { onHeldStore } from "../_workers_scope.ts";
 import { timeout } from "../_timeout.ts";
 
 serverUpFirst();
@@ -32,43 +26,25 @@ const WORKERD =
  * `WebSocketPair` defined as Workers define it where `onWorkers`. A client
  * with `fetch_types: false` (`fetchTypes` false) writes in `sql.begin`.
  */
-async function heldCalls(
+function heldCalls(
   ssl: false | "prefer",
   onWorkers: boolean,
   fetchTypes = true,
 ): Promise<{ read: string; write: string }> {
-  const sql = postgres(await postgresUrl(), {
-    max: 1,
-    ssl,
-    fetch_types: fetchTypes,
-    onnotice: () => {},
-    max_lifetime: null,
-  });
-  const schema = freshSchema();
-  const store = new PostgresStore(sql, { schema, connectionWaitMs: 200 });
-  await store.migrate();
-  const held = await sql.reserve();
-  const scope = globalThis as { WebSocketPair?: unknown };
-  if (onWorkers) scope.WebSocketPair = function WebSocketPair() {};
   const failed = (call: Promise<unknown>) =>
     call.then(
       () => assert.fail("answered with its only connection held"),
       (error: Error) => error.message,
     );
-  try {
-    return {
+  return onHeldStore(
+    { ssl, onWorkers, fetchTypes, connectionWaitMs: 200, migrated: true },
+    async (store) => ({
       read: await failed(store.getIntent("pi_0001")),
       write: await failed(
         store.createIntent({ id: "pi_0001", state: "authorized" }),
       ),
-    };
-  } finally {
-    delete scope.WebSocketPair;
-    held.release();
-    store.close();
-    await sql.unsafe(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
-    await sql.end();
-  }
+    }),
+  );
 }
 
 Deno.test({

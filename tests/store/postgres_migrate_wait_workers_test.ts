@@ -12,14 +12,8 @@
  */
 
 import assert from "node:assert/strict";
-import postgres from "postgres";
-import { PostgresStore } from "../../store/postgres.ts";
-import {
-  freshSchema,
-  postgresAvailable,
-  postgresUrl,
-  serverUpFirst,
-} from "../_postgres.ts";
+import { postgresAvailable, serverUpFirst } from "../_postgres.ts";
+import { onHeldStore } from "../_workers_scope.ts";
 import { timeout } from "../_timeout.ts";
 
 const ignore = !postgresAvailable;
@@ -34,34 +28,20 @@ const WORKERD =
  * (`ssl` as given) that the caller's `reserve()` holds, with
  * `WebSocketPair` defined as Workers define it where `onWorkers`.
  */
-async function heldMigrate(
+function heldMigrate(
   ssl: false | "prefer",
   onWorkers: boolean,
 ): Promise<string> {
-  const sql = postgres(await postgresUrl(), {
-    max: 1,
-    ssl,
-    onnotice: () => {},
-    max_lifetime: null,
-  });
-  const schema = freshSchema();
-  const store = new PostgresStore(sql, { schema });
-  const held = await sql.reserve();
-  const scope = globalThis as { WebSocketPair?: unknown };
-  if (onWorkers) scope.WebSocketPair = function WebSocketPair() {};
-  try {
-    const error = await store.migrate({ waitMs: 200 }).then(
-      () => assert.fail("migrated with its only connection held"),
-      (error: Error) => error,
-    );
-    return error.message;
-  } finally {
-    delete scope.WebSocketPair;
-    held.release();
-    store.close();
-    await sql.unsafe(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
-    await sql.end();
-  }
+  return onHeldStore(
+    { ssl, onWorkers, migrated: false },
+    async (store) => {
+      const error = await store.migrate({ waitMs: 200 }).then(
+        () => assert.fail("migrated with its only connection held"),
+        (error: Error) => error,
+      );
+      return error.message;
+    },
+  );
 }
 
 Deno.test({
