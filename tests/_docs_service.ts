@@ -57,6 +57,37 @@ async function readyWithin(port: number): Promise<boolean> {
   return false;
 }
 
+/**
+ * The first line `child` (a service on `port`) printed, once it answered
+ * /readyz and, stopped with SIGTERM, exited 0. Fails with what it printed
+ * where it ended before answering, or exited other than 0; `child` has
+ * ended when this settles.
+ */
+async function firstLineOnceUp(
+  child: Deno.ChildProcess,
+  port: number,
+): Promise<string> {
+  const stdout = new Response(child.stdout).text();
+  const stderr = new Response(child.stderr).text();
+  try {
+    const up = await Promise.race([
+      readyWithin(port),
+      child.status.then(() => false),
+    ]);
+    if (!up) assert.fail(`it did not start: ${await stderr}`);
+    child.kill("SIGTERM");
+    assert.equal((await child.status).code, 0, await stderr);
+    return (await stdout).split("\n")[0]!;
+  } finally {
+    try {
+      child.kill("SIGKILL");
+    } catch {
+      // It ended by itself.
+    }
+    await child.status;
+  }
+}
+
 const SETTINGS = {
   SENDER_URL: "http://127.0.0.1:9",
   OPS_TOKEN: "local-ops-token-0123456789",
@@ -427,7 +458,6 @@ export function docsServiceTests(s: DocsService): void {
       const free = Deno.listen({ hostname: "127.0.0.1", port: 0 });
       const port = free.addr.port;
       free.close();
-      let child: Deno.ChildProcess | undefined;
       try {
         server = await startPostgres({ tls: byAddress });
         await bundled(await s.service(), dir, port);
@@ -436,28 +466,8 @@ export function docsServiceTests(s: DocsService): void {
           DATABASE_URL: `${server.url}?sslmode=verify-full`,
           NODE_EXTRA_CA_CERTS: byAddress.caFile,
         };
-        child = s.command(dir, env).spawn();
-        const stdout = new Response(child.stdout).text();
-        const stderr = new Response(child.stderr).text();
-        const up = await Promise.race([
-          readyWithin(port),
-          child.status.then(() => false),
-        ]);
-        if (!up) {
-          try {
-            child.kill("SIGKILL");
-          } catch {
-            // It ended by itself.
-          }
-          await child.status;
-          child = undefined;
-          assert.fail(`it did not start: ${await stderr}`);
-        }
-        child.kill("SIGTERM");
-        assert.equal((await child.status).code, 0, await stderr);
-        child = undefined;
         assert.match(
-          (await stdout).split("\n")[0]!,
+          await firstLineOnceUp(s.command(dir, env).spawn(), port),
           new RegExp(
             `; store PostgreSQL 127\\.0\\.0\\.1:${server.port}/postgres, TLS, server verified \\(sslmode=verify-full\\)$`,
           ),
@@ -481,7 +491,6 @@ export function docsServiceTests(s: DocsService): void {
         );
         assert.ok(!refused.err.includes(server.password), "the password shows");
       } finally {
-        await killed(child);
         await server?.stop();
         await byAddress.remove();
         await (await anotherMade.catch(() => undefined))?.remove();
@@ -500,44 +509,23 @@ export function docsServiceTests(s: DocsService): void {
       const free = Deno.listen({ hostname: "127.0.0.1", port: 0 });
       const port = free.addr.port;
       free.close();
-      let child: Deno.ChildProcess | undefined;
       try {
         server = await startPostgres({
           settings: { listen_addresses: "127.0.0.1,::1" },
         });
         await bundled(await s.service(), dir, port);
-        child = s.command(dir, {
+        const child = s.command(dir, {
           ...SETTINGS,
           DATABASE_URL:
             `postgres://postgres:${server.password}@[::1]:${server.port}/postgres`,
         }).spawn();
-        const stdout = new Response(child.stdout).text();
-        const stderr = new Response(child.stderr).text();
-        const up = await Promise.race([
-          readyWithin(port),
-          child.status.then(() => false),
-        ]);
-        if (!up) {
-          try {
-            child.kill("SIGKILL");
-          } catch {
-            // It ended by itself.
-          }
-          await child.status;
-          child = undefined;
-          assert.fail(`it did not start: ${await stderr}`);
-        }
-        child.kill("SIGTERM");
-        assert.equal((await child.status).code, 0, await stderr);
-        child = undefined;
         assert.match(
-          (await stdout).split("\n")[0]!,
+          await firstLineOnceUp(child, port),
           new RegExp(
             `; store PostgreSQL \\[::1\\]:${server.port}/postgres, no TLS$`,
           ),
         );
       } finally {
-        await killed(child);
         await server?.stop();
         await Deno.remove(dir, { recursive: true });
       }
