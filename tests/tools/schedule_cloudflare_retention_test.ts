@@ -75,6 +75,27 @@ async function scheduled(
   return ran;
 }
 
+/**
+ * Runs `deno task schedule --queue cloudflare` with `args` and checks that
+ * it exits 1, saying the retention is too short with the reason in
+ * `refusal` (the handler's, after "Cannot create queue handler as ").
+ */
+async function refusedAsHandler(
+  args: string[],
+  refusal: string,
+): Promise<void> {
+  const { stdout } = await scheduled(
+    ["--queue", "cloudflare", ...args],
+    1,
+    "stdout",
+    /^retention TOO SHORT, createQueueHandler refuses it: /m,
+  );
+  assert.ok(
+    stdout.includes(refusal.slice("Cannot create queue handler as ".length)),
+    stdout,
+  );
+}
+
 Deno.test("deno task schedule --queue cloudflare --message-retention prints the handler's refusal, with its wrangler command, and exits 1", async () => {
   const short = await runSchedule([
     "--queue",
@@ -386,26 +407,9 @@ Deno.test("deno task schedule --queue cloudflare without a retention counts the 
     handler,
     /^Cannot create queue handler as 'messageRetentionMs' is not given, so it is counted as 24h0m0s, the Workers Free plan's /,
   );
-  const { stdout } = await scheduled(
-    [
-      "--queue",
-      "cloudflare",
-      "--max-retries",
-      "9",
-      "--base",
-      "1h",
-      "--cap",
-      "12h",
-    ],
-    1,
-    "stdout",
-    /^retention TOO SHORT, createQueueHandler refuses it: /m,
-  );
-  assert.ok(
-    stdout.includes(
-      handler.slice("Cannot create queue handler as ".length),
-    ),
-    stdout,
+  await refusedAsHandler(
+    ["--max-retries", "9", "--base", "1h", "--cap", "12h"],
+    handler,
   );
   // The dead-letter queue's too: 15 h of waits over 4 retries fit in the
   // jobs queue's 24 h, not a busy give-up's 12 h after them.
@@ -419,10 +423,8 @@ Deno.test("deno task schedule --queue cloudflare without a retention counts the 
     dead,
     /^Cannot create queue handler as 'deadLetterMessageRetentionMs' is not given, so it is counted as 24h0m0s, .* so it may be 27h0m0s old, /,
   );
-  const fiveRun = await scheduled(
+  await refusedAsHandler(
     [
-      "--queue",
-      "cloudflare",
       "--max-retries",
       "4",
       "--max-deliveries",
@@ -432,15 +434,7 @@ Deno.test("deno task schedule --queue cloudflare without a retention counts the 
       "--cap",
       "12h",
     ],
-    1,
-    "stdout",
-    /^retention TOO SHORT, createQueueHandler refuses it: /m,
-  );
-  assert.ok(
-    fiveRun.stdout.includes(
-      dead.slice("Cannot create queue handler as ".length),
-    ),
-    fiveRun.stdout,
+    dead,
   );
   // The default policy's 12 min and 14 min fit in them: OK, and saying
   // what it counted.
