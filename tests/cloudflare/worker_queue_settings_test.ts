@@ -13,7 +13,7 @@ import assert from "node:assert/strict";
 import { HttpSender, MemoryStore } from "../../mod.ts";
 import { createQueueHandler } from "../../cloudflare/queue_handler.ts";
 import { createApp, routeOptions } from "../../webhook/app.ts";
-import { ConfigError, loadConfig } from "../../webhook/config.ts";
+import { type Config, ConfigError, loadConfig } from "../../webhook/config.ts";
 import { unreadSettingLines, workerConfig } from "../../webhook/_settings.ts";
 
 const base = {
@@ -22,6 +22,21 @@ const base = {
   CLOUDFLARE_MAX_RETRIES: "9",
   CLOUDFLARE_DLQ_MAX_RETRIES: "100",
 };
+
+/**
+ * The relayer of the app built from `config` on a memory store, for a
+ * queue handler.
+ */
+function relayerOf(config: Config) {
+  return createApp({
+    store: new MemoryStore(),
+    sender: new HttpSender(config.sender),
+    policy: config.policy,
+    leaseMs: config.leaseMs,
+    clockSkewMs: config.clockSkewMs,
+    ...routeOptions(config),
+  }).relayer;
+}
 
 /** The refusal of `env` by workerConfig, which must refuse it. */
 function refused(env: Record<string, string>): ConfigError {
@@ -58,17 +73,10 @@ function handlerRefusal(env: Record<string, string>): string | undefined {
       : Number(/^(\d+)(m|h)$/.exec(text)![1]) *
         (text.endsWith("h") ? 3_600_000 : 60_000);
   };
-  const app = createApp({
-    store: new MemoryStore(),
-    sender: new HttpSender(config.sender),
-    policy: config.policy,
-    leaseMs: config.leaseMs,
-    clockSkewMs: config.clockSkewMs,
-    ...routeOptions(config),
-  });
+  const relayer = relayerOf(config);
   try {
     createQueueHandler({
-      relayer: app.relayer,
+      relayer,
       maxRetries: config.queues.cloudflare?.maxRetries,
       deadLetterQueue: "<dead-letter queue>",
       deadLetterMaxRetries: Number(read("CLOUDFLARE_DLQ_MAX_RETRIES") ?? 3),
@@ -153,18 +161,11 @@ Deno.test("workerConfig() counts a message retention not given as the queue hand
     CLOUDFLARE_MESSAGE_RETENTION: "96h",
     CLOUDFLARE_DLQ_MESSAGE_RETENTION: "96h",
   });
-  const app = createApp({
-    store: new MemoryStore(),
-    sender: new HttpSender(config.sender),
-    policy: config.policy,
-    leaseMs: config.leaseMs,
-    clockSkewMs: config.clockSkewMs,
-    ...routeOptions(config),
-  });
+  const relayer = relayerOf(config);
   assert.throws(
     () =>
       createQueueHandler({
-        relayer: app.relayer,
+        relayer,
         maxRetries: 9,
         deadLetterQueue: "<dead-letter queue>",
         deadLetterMaxRetries: 100,
@@ -196,17 +197,10 @@ Deno.test("loadConfig() counts a message retention not given as 24 h where CLOUD
   };
   const handler = (deliveryDelayMs?: number) => {
     const config = loadConfig(longer);
-    const app = createApp({
-      store: new MemoryStore(),
-      sender: new HttpSender(config.sender),
-      policy: config.policy,
-      leaseMs: config.leaseMs,
-      clockSkewMs: config.clockSkewMs,
-      ...routeOptions(config),
-    });
+    const relayer = relayerOf(config);
     try {
       createQueueHandler({
-        relayer: app.relayer,
+        relayer,
         deadLetterQueue: "<dead-letter queue>",
         deadLetterMaxRetries: 100,
         deliveryDelayMs,
