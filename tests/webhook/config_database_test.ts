@@ -978,16 +978,25 @@ Deno.test({
   },
 });
 
+/**
+ * A fresh database whose sessions are read-only: a server that does not
+ * fit `target_session_attrs=read-write`.
+ */
+async function readOnlyDatabase(): ReturnType<typeof freshDatabase> {
+  const database = await freshDatabase();
+  const name = new URL(database.url).pathname.slice(1);
+  await (await sharedClient()).unsafe(
+    `ALTER DATABASE "${name}" SET default_transaction_read_only = on`,
+  );
+  return database;
+}
+
 Deno.test({
   name:
     "openService() says a DATABASE_URL's target_session_attrs ended each connection, and what to look at, where a server that does not fit it (sessions read-only, for read-write) is up: not that the connection was lost and to start again once the database is up",
   ignore: !postgresAvailable,
   fn: async () => {
-    const database = await freshDatabase();
-    const name = new URL(database.url).pathname.slice(1);
-    await (await sharedClient()).unsafe(
-      `ALTER DATABASE "${name}" SET default_transaction_read_only = on`,
-    );
+    const database = await readOnlyDatabase();
     const url = new URL(database.url);
     url.search = "?target_session_attrs=read-write";
     const lines: string[] = [];
@@ -1018,11 +1027,7 @@ Deno.test({
     "main.ts says the environment's PGTARGETSESSIONATTRS, which postgres.js reads where DATABASE_URL sets none, ended each connection, where a server that does not fit it is up: not that the connection was lost and to start again once the database is up",
   ignore: !postgresAvailable,
   fn: async () => {
-    const database = await freshDatabase();
-    const name = new URL(database.url).pathname.slice(1);
-    await (await sharedClient()).unsafe(
-      `ALTER DATABASE "${name}" SET default_transaction_read_only = on`,
-    );
+    const database = await readOnlyDatabase();
     // In a process of its own: the environment is this run's, every other
     // file's too (tests/env_shared_test.ts).
     const dir = await Deno.makeTempDir({ prefix: "relayer-pgattrs-" });
