@@ -56,8 +56,12 @@ export async function runTool(
   }).spawn();
   let timedOut = false;
   const timer = setTimeout(() => {
-    timedOut = true;
-    child.kill("SIGKILL");
+    try {
+      child.kill("SIGKILL");
+      timedOut = true;
+    } catch {
+      // It ended as the time ran out: its answer stands.
+    }
   }, timeoutMs);
   let output: Deno.CommandOutput;
   try {
