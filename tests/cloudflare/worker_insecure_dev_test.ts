@@ -10,8 +10,8 @@
  * @module
  */
 import assert from "node:assert/strict";
-import { MemoryStore, ScriptedSender } from "../../mod.ts";
-import { createApp, routeOptions, workerConfig } from "../../webhook/app.ts";
+import { workerConfig } from "../../webhook/app.ts";
+import { worker } from "./_worker.ts";
 import { ConfigError, loadConfig } from "../../webhook/config.ts";
 
 const ENV = {
@@ -20,23 +20,6 @@ const ENV = {
   CLOUDFLARE_MAX_RETRIES: "9",
   CLOUDFLARE_DLQ_MAX_RETRIES: "100",
 };
-
-/** A Worker's fetch over `env`, as the README builds it, and its log. */
-function worker(env: Record<string, string>) {
-  const { config, nameUnread } = workerConfig(env);
-  const app = createApp({
-    store: new MemoryStore(),
-    sender: new ScriptedSender({}),
-    ...routeOptions(config),
-    enqueue: () => Promise.resolve(),
-  });
-  const logged: string[] = [];
-  const handlers = nameUnread(
-    { fetch: (request: Request) => app.fetch(request) },
-    (line) => void logged.push(line),
-  );
-  return { fetch: handlers.fetch, logged };
-}
 
 /** An unsigned call that creates an intent, at `base`. */
 function createIntent(base: string, id: string): Request {

@@ -9,8 +9,7 @@
  * @module
  */
 import assert from "node:assert/strict";
-import { MemoryStore, ScriptedSender } from "../../mod.ts";
-import { createApp, routeOptions, workerConfig } from "../../webhook/app.ts";
+import { worker } from "./_worker.ts";
 import { QSTASH, signHmac } from "../webhook/_signing.ts";
 
 const LOCAL = {
@@ -20,23 +19,6 @@ const LOCAL = {
   CLOUDFLARE_MAX_RETRIES: "9",
   CLOUDFLARE_DLQ_MAX_RETRIES: "100",
 };
-
-/** The example Worker's fetch, over `env`, and what it logged. */
-function worker(env: Record<string, string>) {
-  const { config, nameUnread } = workerConfig(env);
-  const app = createApp({
-    store: new MemoryStore(),
-    sender: new ScriptedSender({}),
-    ...routeOptions(config),
-    enqueue: () => Promise.resolve(),
-  });
-  const logged: string[] = [];
-  const handlers = nameUnread(
-    { fetch: (request: Request) => app.fetch(request) },
-    (line) => void logged.push(line),
-  );
-  return { fetch: handlers.fetch, logged };
-}
 
 function opsCall(base: string, token: string): Request {
   return new Request(`${base}/v1/dead-letters`, {
