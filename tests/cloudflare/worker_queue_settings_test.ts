@@ -298,3 +298,65 @@ Deno.test("main.ts judges a Worker's Cloudflare settings together, as the Worker
     }
   }
 });
+
+Deno.test("loadConfig() holds CLOUDFLARE_MAX_RETRIES alone, or CLOUDFLARE_DLQ_MESSAGE_RETENTION alone, to the retention rule, counting a retention unset as 24 h", () => {
+  const env = {
+    SENDER_URL: base.SENDER_URL,
+    WEBHOOK_SECRET: base.WEBHOOK_SECRET,
+  };
+  const long = { BASE: "1h", CAP: "12h", STUCK_AFTER: "1h" };
+  assert.throws(
+    () => loadConfig({ ...env, ...long, CLOUDFLARE_MAX_RETRIES: "9" }),
+    (error: unknown) =>
+      error instanceof ConfigError &&
+      error.setting === "CLOUDFLARE_MESSAGE_RETENTION" &&
+      /^CLOUDFLARE_MESSAGE_RETENTION is unset, /.test(error.message),
+  );
+  assert.throws(
+    () => loadConfig({ ...env, CLOUDFLARE_DLQ_MESSAGE_RETENTION: "2m" }),
+    (error: unknown) =>
+      error instanceof ConfigError &&
+      error.setting === "CLOUDFLARE_DLQ_MESSAGE_RETENTION" &&
+      /^CLOUDFLARE_DLQ_MESSAGE_RETENTION is 2m0s: /.test(error.message),
+  );
+});
+
+Deno.test("main.ts names a Worker's dead-letter retention it refuses beside a jobs retention out of bounds, judged without that one", () => {
+  const env = {
+    ...base,
+    CLOUDFLARE_MESSAGE_RETENTION: "3600",
+    CLOUDFLARE_DLQ_MESSAGE_RETENTION: "2m",
+  };
+  const line = unreadSettingLines(env).find((line) =>
+    line.startsWith("relayer: CLOUDFLARE_DLQ_MESSAGE_RETENTION ")
+  );
+  assert.match(
+    line ?? "",
+    /a Worker given this value refuses to start: CLOUDFLARE_DLQ_MESSAGE_RETENTION is 2m0s: /,
+  );
+});
+
+Deno.test("main.ts names a Worker's message retention refused beside a CLOUDFLARE_MAX_RETRIES that holds on its own, counted with it", () => {
+  // 20 retries under a CAP of 12 h: days of waits, past 96 h; CLOUDFLARE_MAX_RETRIES
+  // alone is refused only for the retention, which is set.
+  const env = {
+    ...base,
+    BASE: "1h",
+    CAP: "12h",
+    STUCK_AFTER: "1h",
+    CLOUDFLARE_MAX_RETRIES: "20",
+    CLOUDFLARE_MESSAGE_RETENTION: "96h",
+    CLOUDFLARE_DLQ_MESSAGE_RETENTION: "336h",
+  };
+  const error = refused(env);
+  assert.equal(error.setting, "CLOUDFLARE_MESSAGE_RETENTION");
+  const line = unreadSettingLines(env).find((line) =>
+    line.startsWith("relayer: CLOUDFLARE_MESSAGE_RETENTION ")
+  );
+  assert.ok(
+    line?.endsWith(
+      `a Worker given this value refuses to start: ${error.message}`,
+    ),
+    line,
+  );
+});
