@@ -398,6 +398,23 @@ const UNCHECKED_HINT =
   "Its body was over the limit, so not read, and its MAC not checked: if the sender signed it, both its timestamp and its body's size need putting right (once the timestamp is, such a body is refused 413).";
 
 /**
+ * A URL another token was signed for, as said in an answer and its log
+ * line: its scheme, host and path, never a user, a password, a query or a
+ * fragment, where a URL of the same QStash account may carry a token.
+ */
+function urlSaid(url: string): string {
+  let parsed: URL;
+  try {
+    parsed = new URL(url);
+  } catch {
+    return "another URL";
+  }
+  const { protocol, host, pathname, username, password, search, hash } = parsed;
+  if (!username && !password && !search && !hash) return url;
+  return `${protocol}//${host}${pathname} (its credentials, query and fragment left unsaid)`;
+}
+
+/**
  * QStash's signing keys and the public URL its tokens name as `sub`.
  *
  * @example Turn on the QStash route
@@ -819,8 +836,9 @@ export function qstashVerifier(
     ) return undefined;
     return {
       ok: false,
-      detail:
-        `The Upstash-Signature token is QStash's, but signed for ${sub}, and this route checks ${keys.url}: publish to this route's URL, or set the service's PUBLIC_URL (createApp's qstash.url, the route's whole URL) so that it is the URL QStash calls.`,
+      detail: `The Upstash-Signature token is QStash's, but signed for ${
+        urlSaid(sub)
+      }, and this route checks ${keys.url}: publish to this route's URL, or set the service's PUBLIC_URL (createApp's qstash.url, the route's whole URL) so that it is the URL QStash calls.`,
       kind: "url",
     };
   };

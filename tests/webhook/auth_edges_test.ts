@@ -677,4 +677,24 @@ Deno.test("qstashVerifier() names the URL a token was signed for only where the 
       assert.ok(answer.includes(`but signed for ${url}, `), `${url}: ${path}`);
     }
   }
+  // A URL of the same account may carry a token: named by its scheme, host
+  // and path, never its credentials, query or fragment.
+  for (
+    const url of [
+      "https://other.example.test/v1/qstash?token=s3cret",
+      "https://user:s3cret@other.example.test/v1/qstash",
+      "https://other.example.test/v1/qstash#s3cret",
+    ]
+  ) {
+    const token = await signQStash(body, { url });
+    for (const [path, answer] of Object.entries(await answers(token))) {
+      assert.ok(
+        answer.includes(
+          "but signed for https://other.example.test/v1/qstash (its credentials, query and fragment left unsaid), ",
+        ),
+        `${url}: ${path}: ${answer}`,
+      );
+      assert.ok(!answer.includes("s3cret"), `${url}: ${path}: ${answer}`);
+    }
+  }
 });
