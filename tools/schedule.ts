@@ -70,6 +70,7 @@ import {
   cloudflareRetention,
   ConfigError,
   DEFAULT_CLOCK_SKEW_MS,
+  kvCapRefusal,
   lease,
   MAX_CLOCK_SKEW_MS,
   PUBSUB_BACKOFF_LIMIT_MS,
@@ -1400,8 +1401,19 @@ function queueFrom(
       };
       return { kind, maxRetries };
     }
-    case "kv":
+    case "kv": {
+      // The start refuses such a CAP with KV_QUEUE: Deno KV could not
+      // enqueue the retry.
+      const refused = kvCapRefusal(policy.capMs);
+      if (refused !== undefined) {
+        throw new UsageError(
+          `${
+            refused.replace(/\bCAP\b/g, "--cap")
+          }; the service refuses to start with KV_QUEUE`,
+        );
+      }
       return { kind };
+    }
     default:
       throw bad("--queue");
   }

@@ -452,6 +452,28 @@ function httpUrl(
 const MAX_KV_DELAY_MS = 30 * 24 * 60 * 60 * 1000;
 
 /**
+ * Why the local Deno KV queue cannot run a policy whose `CAP` is
+ * `capMs`, or `undefined` where it can: Deno KV delays a message at most
+ * 30 days. The start (`KV_QUEUE`) and `deno task schedule --queue kv`
+ * refuse it in these words.
+ *
+ * @example
+ * ```ts
+ * import { kvCapRefusal } from "./config.ts";
+ * import assert from "node:assert/strict";
+ *
+ * assert.equal(kvCapRefusal(720 * 3_600_000), undefined);
+ * assert.match(kvCapRefusal(720 * 3_600_000 + 1) ?? "", /^CAP is 720h0m0\.001s, but/);
+ * ```
+ */
+export function kvCapRefusal(capMs: number): string | undefined {
+  if (capMs <= MAX_KV_DELAY_MS) return undefined;
+  return `CAP is ${
+    formatDuration(capMs)
+  }, but the local Deno KV queue delays a message at most 30 days, so a retry could not be enqueued: lower CAP to 720h or less`;
+}
+
+/**
  * Checks `DATABASE_URL` without ever echoing it: the URL usually carries
  * the password. The description names only host, port and database.
  * `deno task kv-to-postgres` reads it too, to connect as the service does.
@@ -1623,14 +1645,8 @@ export function loadConfigFor(
       "No Deno KV database is attached to this app on Deno Deploy: Deno.openKv() would open an in-memory store of each isolate's own, which loses the relayer's state on every restart and is not shared between instances, so two of them could send one payment. In the Deno Deploy dashboard, Databases: Provision Database (Deno KV), then Assign it to this app, and redeploy; or keep the state in PostgreSQL with DATABASE_URL",
     );
   }
-  if (kvQueue && policy.capMs > MAX_KV_DELAY_MS) {
-    throw new ConfigError(
-      "CAP",
-      `CAP is ${
-        formatDuration(policy.capMs)
-      }, but the local Deno KV queue delays a message at most 30 days, so a retry could not be enqueued: lower CAP to 720h or less`,
-    );
-  }
+  const kvCap = kvQueue ? kvCapRefusal(policy.capMs) : undefined;
+  if (kvCap !== undefined) throw new ConfigError("CAP", kvCap);
   // A delivery behind a send in flight waits what is left of its lease and
   // the skew twice (the relayer's busy wait): past 30 days Deno KV refuses
   // the retry, and each of its redeliveries of the message counts one more

@@ -1116,6 +1116,43 @@ Deno.test("schedule() gives loadConfig()'s verdict for any policy, queue and CLO
   );
 });
 
+Deno.test("parseFlags() --queue kv refuses a --cap the service refuses with KV_QUEUE, past the 30 days Deno KV delays a message, and takes one the service takes", () => {
+  for (const capMs of [720 * 3_600_000, 720 * 3_600_000 + 1, 800 * 3_600_000]) {
+    const env = {
+      ...SERVICE,
+      KV_QUEUE: "1",
+      BASE: "1h",
+      CAP: `${capMs}ms`,
+      STUCK_AFTER: "1m",
+    };
+    let service: string | undefined;
+    try {
+      loadConfig(env);
+    } catch (error) {
+      if (!(error instanceof ConfigError)) throw error;
+      assert.equal(error.setting, "CAP");
+      service = error.message;
+    }
+    const args = ["--queue", "kv", "--base", "1h", "--cap", `${capMs}ms`];
+    if (service === undefined) {
+      const flags = parseFlags(args);
+      assert.ok(!flags.help && flags.queue?.kind === "kv", String(capMs));
+      continue;
+    }
+    assert.ok(capMs > 720 * 3_600_000, service);
+    assert.throws(
+      () => parseFlags(args),
+      (error: unknown) =>
+        error instanceof UsageError &&
+        error.message ===
+          `${
+            service!.replaceAll("CAP", "--cap")
+          }; the service refuses to start with KV_QUEUE`,
+      String(capMs),
+    );
+  }
+});
+
 Deno.test("parseFlags() reads --clock-skew as the service reads CLOCK_SKEW, and names the flag when it refuses it", () => {
   const skew = (args: string[]) => {
     const flags = parseFlags(args);
