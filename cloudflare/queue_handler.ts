@@ -49,8 +49,7 @@ import {
   CLOUDFLARE_MIN_RETENTION_MS,
   cloudflareDeadLetterMaxWaitSeconds,
   cloudflareDeadLetterMinWaitSeconds,
-  cloudflareDeadLetterRetriesNeeded,
-  cloudflareDeadLetterSpanSeconds,
+  cloudflareDeadLetterRetriesRefusal,
   cloudflareDelaySeconds as delaySecondsOf,
   cloudflareDeliveryDelayAllowed,
   cloudflareRetentionAllowed,
@@ -402,17 +401,14 @@ function checkDeadLetterRetries(
       }`,
     );
   }
-  const needed = cloudflareDeadLetterRetriesNeeded(retries, baseMs);
-  if (needed === undefined) return;
-  const span = cloudflareDeadLetterSpanSeconds(retries, baseMs);
+  const refusal = cloudflareDeadLetterRetriesRefusal(
+    retries,
+    baseMs,
+    options.deadLetterMaxRetries !== undefined,
+  );
+  if (refusal === undefined) return;
   throw new RangeError(
-    `Cannot create queue handler as 'deadLetterMaxRetries' is ${retries}${
-      options.deadLetterMaxRetries === undefined
-        ? ", Cloudflare's default when max_retries is not set"
-        : ""
-    }: a give-up that fails while the store is down would be retried for only ${
-      formatDuration(span * 1000)
-    } (less than 14 days, Cloudflare's longest retention) before Cloudflare deletes it, and its intent would be stranded. Set the dead-letter queue consumer's max_retries in wrangler.toml to at least ${needed} (100 is safe), and pass the same number as deadLetterMaxRetries (the example Worker reads it from CLOUDFLARE_DLQ_MAX_RETRIES)`,
+    `Cannot create queue handler as 'deadLetterMaxRetries' is ${refusal}`,
   );
 }
 

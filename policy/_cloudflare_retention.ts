@@ -383,6 +383,36 @@ export function cloudflareDeadLetterRetriesNeeded(
 }
 
 /**
+ * What follows "'deadLetterMaxRetries' is " in `createQueueHandler`'s
+ * refusal of a dead-letter queue whose `retries` span less than 14 days
+ * ({@linkcode cloudflareDeadLetterRetriesNeeded}), or `undefined` where
+ * they do; `given` is false for Cloudflare's default of 3, taken where
+ * none is given. `deno task schedule --queue cloudflare` prints it too.
+ *
+ * ```ts
+ * import { cloudflareDeadLetterRetriesRefusal } from "./_cloudflare_retention.ts";
+ * import assert from "node:assert/strict";
+ *
+ * assert.match(cloudflareDeadLetterRetriesRefusal(3, 5_000, false) ?? "", /^3, Cloudflare's default when max_retries is not set: /);
+ * assert.equal(cloudflareDeadLetterRetriesRefusal(100, 5_000, true), undefined);
+ * ```
+ */
+export function cloudflareDeadLetterRetriesRefusal(
+  retries: number,
+  baseMs: number,
+  given: boolean,
+): string | undefined {
+  const needed = cloudflareDeadLetterRetriesNeeded(retries, baseMs);
+  if (needed === undefined) return undefined;
+  const span = cloudflareDeadLetterSpanSeconds(retries, baseMs);
+  return `${retries}${
+    given ? "" : ", Cloudflare's default when max_retries is not set"
+  }: a give-up that fails while the store is down would be retried for only ${
+    formatDuration(span * 1000)
+  } (less than 14 days, Cloudflare's longest retention) before Cloudflare deletes it, and its intent would be stranded. Set the dead-letter queue consumer's max_retries in wrangler.toml to at least ${needed} (100 is safe), and pass the same number as deadLetterMaxRetries (the example Worker reads it from CLOUDFLARE_DLQ_MAX_RETRIES)`;
+}
+
+/**
  * A retention as a refusal names it: `given`, or, not given, the 24 h it
  * is `counted` as (the least a plan keeps unless set).
  */

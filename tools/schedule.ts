@@ -8,7 +8,7 @@
  * deno task schedule --queue qstash --retries 5 [--lease 30s]
  * deno task schedule --queue pubsub --min-backoff 10s --max-backoff 10m [--max-delivery-attempts 20]
  * deno task schedule --queue pubsub --min-backoff 40s --message-retention 168h [--sender-timeout 10s | --ack-deadline 1m] [--lease 30s]
- * deno task schedule --queue cloudflare --max-retries 3 [--message-retention 96h] [--dlq-message-retention 336h] [--delivery-delay 1m] [--lease 30s]
+ * deno task schedule --queue cloudflare --max-retries 3 --dlq-max-retries 100 [--message-retention 96h] [--dlq-message-retention 336h] [--delivery-delay 1m] [--lease 30s]
  * ```
  *
  * prints one row per delivery (the delay after it, the time of the next
@@ -24,8 +24,9 @@
  * before its job is resolved, as `checkQueue` and the service's start
  * check count it, or (Cloudflare, `--message-retention` and
  * `--dlq-message-retention`, each 24 h, the Workers Free plan's, unless
- * given) when `createQueueHandler` would refuse the retention, printing
- * its refusal. {@linkcode schedule} is the pure computation behind it.
+ * given, and `--dlq-max-retries`, Cloudflare's 3 unless given) when
+ * `createQueueHandler` would refuse the retention or those retries,
+ * printing its refusal. {@linkcode schedule} is the pure computation behind it.
  *
  * @module
  */
@@ -86,6 +87,7 @@ import { chartSvg } from "../support/chart.ts";
 import {
   CLOUDFLARE_FREE_RETENTION_MS,
   cloudflareDeadLetterAgeSeconds,
+  cloudflareDeadLetterRetriesRefusal,
   cloudflareJobsSpanSeconds,
   type CloudflareRetentionLimits,
   cloudflareRetentionRefusal,
@@ -938,18 +940,25 @@ export interface CloudflareRetentions {
   readonly leaseMs: number;
   /** `--clock-skew` (5 s unless given). */
   readonly clockSkewMs: number;
+  /**
+   * `--dlq-max-retries`: the dead-letter queue consumer's `max_retries`,
+   * as `deadLetterMaxRetries`; not given, Cloudflare's default of 3, as the
+   * handler takes it.
+   */
+  readonly deadLetterMaxRetries?: number;
 }
 
 /** The name the example Worker and wrangler.toml give the dead-letter queue. */
 const CLOUDFLARE_DLQ = "relayer-jobs-dlq";
 
 /**
- * The verdict `createQueueHandler` gives on the Cloudflare retentions the
- * flags name (one rule, `policy/_cloudflare_retention.ts`): the line
- * `deno task schedule` prints, and the handler's refusal after "Cannot
- * create queue handler as " when it would refuse them. A retention not
- * given is counted as the handler counts it, 24 h. `undefined` with no
- * `--queue cloudflare`.
+ * The verdict `createQueueHandler` gives on the dead-letter queue's
+ * `max_retries` and the Cloudflare retentions the flags name (one rule,
+ * `policy/_cloudflare_retention.ts`): the line `deno task schedule`
+ * prints, and the handler's refusal after "Cannot create queue handler
+ * as " when it would refuse them. A `max_retries` not given is
+ * Cloudflare's 3, and a retention not given is counted as 24 h, as the
+ * handler takes them. `undefined` with no `--queue cloudflare`.
  *
  * @param flags What {@linkcode parseFlags} read.
  * @returns The line, and the refusal if any.
@@ -959,7 +968,7 @@ const CLOUDFLARE_DLQ = "relayer-jobs-dlq";
  * import { cloudflareRetentionVerdict, parseFlags } from "./schedule.ts";
  * import assert from "node:assert/strict";
  *
- * const flags = parseFlags(["--queue", "cloudflare", "--max-retries", "9", "--message-retention", "10m"]);
+ * const flags = parseFlags(["--queue", "cloudflare", "--max-retries", "9", "--dlq-max-retries", "100", "--message-retention", "10m"]);
  * assert.ok(!flags.help);
  * assert.match(cloudflareRetentionVerdict(flags)?.refusal ?? "", /--message-retention-period-secs 86400 \(1 day/);
  * ```
@@ -970,6 +979,20 @@ export function cloudflareRetentionVerdict(
   const retentions = flags.cloudflareRetentions;
   if (retentions === undefined || flags.queue?.kind !== "cloudflare") {
     return undefined;
+  }
+  // Checked first, as the handler checks it.
+  const dead = cloudflareDeadLetterRetriesRefusal(
+    retentions.deadLetterMaxRetries ?? 3,
+    flags.policy.baseMs,
+    retentions.deadLetterMaxRetries !== undefined,
+  );
+  if (dead !== undefined) {
+    const refusal = `'deadLetterMaxRetries' is ${dead}`;
+    return {
+      line:
+        `dead-letter retries TOO FEW, createQueueHandler refuses them (give --dlq-max-retries): ${refusal}`,
+      refusal,
+    };
   }
   const limits: CloudflareRetentionLimits = {
     baseMs: flags.policy.baseMs,
@@ -1062,6 +1085,10 @@ Flags (defaults are the library's):
                                 (these three only where a retention is
                                 counted: given, or with no dead-letter policy)
     --max-retries N             cloudflare: the consumer's max_retries (3)
+    --dlq-max-retries N         cloudflare: the dead-letter queue consumer's
+                                max_retries, CLOUDFLARE_DLQ_MAX_RETRIES (3);
+                                its retries must span 14 days (100 does), as
+                                createQueueHandler checks
     --message-retention D       cloudflare: the jobs queue's message retention,
                                 CLOUDFLARE_MESSAGE_RETENTION, whole seconds
                                 from 1m to 336h (none: 24h, the Workers Free
@@ -1094,7 +1121,7 @@ queue gives up before --max-deliveries (or, with --queue, the policy's own
 delays are too short for the service to start, QStash's failure callback may
 run out before a busy give-up ends, or the message retention may
 end before the job is resolved, or createQueueHandler would refuse a
-Cloudflare retention), 2 on a bad flag.
+Cloudflare retention or the dead-letter queue's max_retries), 2 on a bad flag.
 `;
 
 /** What the command line asked for. */
@@ -1191,6 +1218,10 @@ const QUEUE_FLAGS = {
     must: "a duration such as 30s",
   },
   "--max-retries": { kinds: ["cloudflare"], must: "an integer from 0 to 100" },
+  "--dlq-max-retries": {
+    kinds: ["cloudflare"],
+    must: "an integer from 0 to 100",
+  },
 } as const satisfies Record<
   string,
   { kinds: readonly QueueLimits["kind"][]; must: string }
@@ -1390,7 +1421,9 @@ function queueFrom(
       );
       const leaseMs = asService(() => lease(env, senderTimeout(env)));
       const deliveryDelayMs = asService(() => cloudflareDeliveryDelay(env));
+      const deadLetterMaxRetries = count("--dlq-max-retries", 0, 100);
       out.cloudflareRetentions = {
+        ...(deadLetterMaxRetries !== undefined ? { deadLetterMaxRetries } : {}),
         ...(deliveryDelayMs !== undefined ? { deliveryDelayMs } : {}),
         ...(messageRetentionMs !== undefined ? { messageRetentionMs } : {}),
         ...(deadLetterMessageRetentionMs !== undefined

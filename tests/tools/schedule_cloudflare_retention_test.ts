@@ -8,11 +8,12 @@ import {
 } from "../../mod.ts";
 import { createQueueHandler } from "../../cloudflare/queue_handler.ts";
 import { ConfigError, loadConfig } from "../../webhook/config.ts";
+import { workerConfig } from "../../webhook/_settings.ts";
 import {
   cloudflareRetentionVerdict,
   parseFlags,
 } from "../../tools/schedule.ts";
-import { runSchedule } from "./_schedule_cli.ts";
+import { runSchedule, scheduleSession } from "./_schedule_cli.ts";
 import { runs } from "../_fc.ts";
 
 // `deno task schedule --queue cloudflare --message-retention X
@@ -85,7 +86,7 @@ async function refusedAsHandler(
   refusal: string,
 ): Promise<void> {
   const { stdout } = await scheduled(
-    ["--queue", "cloudflare", ...args],
+    ["--queue", "cloudflare", "--dlq-max-retries", "100", ...args],
     1,
     "stdout",
     /^retention TOO SHORT, createQueueHandler refuses it: /m,
@@ -100,6 +101,8 @@ Deno.test("deno task schedule --queue cloudflare --message-retention prints the 
   const short = await runSchedule([
     "--queue",
     "cloudflare",
+    "--dlq-max-retries",
+    "100",
     "--max-retries",
     "9",
     "--message-retention",
@@ -120,6 +123,7 @@ Deno.test("deno task schedule --queue cloudflare --message-retention prints the 
   await scheduled(
     [
       "--queue=cloudflare",
+      "--dlq-max-retries=100",
       "--max-retries=9",
       "--message-retention=96h",
       "--dlq-message-retention=1m",
@@ -132,6 +136,8 @@ Deno.test("deno task schedule --queue cloudflare --message-retention prints the 
     [
       "--queue",
       "cloudflare",
+      "--dlq-max-retries",
+      "100",
       "--max-retries",
       "9",
       "--message-retention",
@@ -147,6 +153,8 @@ Deno.test("deno task schedule --queue cloudflare --message-retention prints the 
     [
       "--queue",
       "cloudflare",
+      "--dlq-max-retries",
+      "100",
       "--max-retries",
       "9",
       "--message-retention",
@@ -231,6 +239,8 @@ Deno.test("createQueueHandler(), loadConfig() and deno task schedule give one ve
           ms(g.clockSkewMs),
           "--queue",
           "cloudflare",
+          "--dlq-max-retries",
+          "100",
           "--max-retries",
           String(maxRetries),
           // The lease and the delay count only against a retention: alone,
@@ -439,7 +449,7 @@ Deno.test("deno task schedule --queue cloudflare without a retention counts the 
   // The default policy's 12 min and 14 min fit in them: OK, and saying
   // what it counted.
   await scheduled(
-    ["--queue", "cloudflare", "--max-retries", "9"],
+    ["--queue", "cloudflare", "--dlq-max-retries", "100", "--max-retries", "9"],
     0,
     "stdout",
     /^retention jobs queue 24h0m0s \(not given: the Workers Free plan's, the least a plan keeps\) > 12m0s, dead-letter queue 24h0m0s \(not given: the Workers Free plan's, the least a plan keeps\) > 14m0s: OK, /m,
@@ -455,6 +465,8 @@ Deno.test("deno task schedule --queue cloudflare without a retention counts the 
     const flags = parseFlags([
       "--queue",
       "cloudflare",
+      "--dlq-max-retries",
+      "100",
       "--max-retries",
       "9",
       flag,
@@ -478,5 +490,124 @@ Deno.test("deno task schedule --queue cloudflare without a retention counts the 
     () =>
       parseFlags(["--queue", "cloudflare", "--dlq-message-retention", "59s"]),
     /: --dlq-message-retention must be whole seconds from 1m to 336h/,
+  );
+});
+
+Deno.test("deno task schedule --queue cloudflare counts the dead-letter queue's max_retries as createQueueHandler and a Worker's settings do, Cloudflare's 3 unless --dlq-max-retries, and exits 1 with the handler's refusal where they refuse it", async () => {
+  fc.assert(
+    fc.property(
+      fc.record({
+        baseMs: fc.oneof(
+          fc.integer({ min: 1, max: 1000 }),
+          fc.integer({ min: 1, max: 3600 }).map((s) => s * 1000),
+        ),
+        retries: fc.option(fc.integer({ min: 0, max: 100 }), {
+          nil: undefined,
+        }),
+      }),
+      ({ baseMs, retries }) => {
+        const capMs = Math.max(baseMs, 120_000);
+        const given = retries === undefined
+          ? []
+          : ["--dlq-max-retries", String(retries)];
+        const flags = parseFlags([
+          "--base",
+          `${baseMs}ms`,
+          "--cap",
+          `${capMs}ms`,
+          "--queue",
+          "cloudflare",
+          "--max-retries",
+          "9",
+          "--message-retention",
+          "336h",
+          "--dlq-message-retention",
+          "336h",
+          ...given,
+        ]);
+        assert.ok(!flags.help);
+        const tool = cloudflareRetentionVerdict(flags)?.refusal;
+        let handler: string | undefined;
+        try {
+          createQueueHandler({
+            relayer: createRelayer({
+              store: new MemoryStore(),
+              sender: new ScriptedSender({}),
+              policy: definePolicy({ baseMs, capMs, stuckAfterMs: 1000 }),
+            }),
+            maxRetries: 9,
+            deadLetterQueue: DLQ,
+            ...(retries === undefined ? {} : { deadLetterMaxRetries: retries }),
+            messageRetentionMs: 1_209_600_000,
+            deadLetterMessageRetentionMs: 1_209_600_000,
+          });
+        } catch (error) {
+          assert.ok(error instanceof RangeError, String(error));
+          handler = error.message;
+        }
+        assert.equal(
+          tool === undefined
+            ? undefined
+            : `Cannot create queue handler as ${tool}`,
+          handler,
+        );
+        // A Worker given the same settings starts exactly where the tool
+        // says OK.
+        let worker = true;
+        try {
+          workerConfig({
+            SENDER_URL: "http://127.0.0.1:9000",
+            WEBHOOK_SECRET: "a-webhook-secret-16",
+            BASE: `${baseMs}ms`,
+            CAP: `${capMs}ms`,
+            // No rescue window to hold: the dead-letter queue's rule alone.
+            STUCK_AFTER: "0ms",
+            CLOCK_SKEW: "0ms",
+            CLOUDFLARE_MAX_RETRIES: "9",
+            CLOUDFLARE_MESSAGE_RETENTION: "336h",
+            CLOUDFLARE_DLQ_MESSAGE_RETENTION: "336h",
+            ...(retries === undefined
+              ? {}
+              : { CLOUDFLARE_DLQ_MAX_RETRIES: String(retries) }),
+          });
+        } catch (error) {
+          assert.ok(error instanceof ConfigError, String(error));
+          assert.equal(error.setting, "CLOUDFLARE_DLQ_MAX_RETRIES");
+          worker = false;
+        }
+        assert.equal(worker, tool === undefined, tool);
+      },
+    ),
+    { numRuns: runs(200) },
+  );
+  // Cloudflare's 3, not given: the handler's refusal, and exit 1.
+  await using session = scheduleSession();
+  const run = async (args: string[], code: number, pattern: RegExp) => {
+    const ran = await session.run(["--queue", "cloudflare", ...args]);
+    assert.equal(ran.code, code, ran.stdout + ran.stderr);
+    assert.match(ran.stdout, pattern);
+  };
+  await run(
+    ["--max-retries", "9"],
+    1,
+    /^dead-letter retries TOO FEW, createQueueHandler refuses them \(give --dlq-max-retries\): 'deadLetterMaxRetries' is 3, Cloudflare's default when max_retries is not set: .* at least 41 \(100 is safe\)/m,
+  );
+  await run(
+    ["--max-retries", "9", "--dlq-max-retries", "40"],
+    1,
+    /'deadLetterMaxRetries' is 40: .* at least 41 \(100 is safe\)/,
+  );
+  await run(
+    ["--max-retries", "9", "--dlq-max-retries", "41"],
+    0,
+    /: OK, no message is deleted while the handler may still retry it$/m,
+  );
+  assert.throws(
+    () => parseFlags(["--queue", "qstash", "--dlq-max-retries", "100"]),
+    /--dlq-max-retries is a flag of --queue cloudflare/,
+  );
+  assert.throws(
+    () => parseFlags(["--queue", "cloudflare", "--dlq-max-retries", "101"]),
+    /--dlq-max-retries must be an integer from 0 to 100/,
   );
 });

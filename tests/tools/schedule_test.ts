@@ -875,7 +875,14 @@ Deno.test("tools/schedule.ts --queue exits 1 when the queue gives up early or it
   );
   assert.equal((await session.run(["--queue", "qstash"])).code, 0);
   assert.equal(
-    (await session.run(["--queue", "cloudflare", "--max-retries", "9"])).code,
+    (await session.run([
+      "--queue",
+      "cloudflare",
+      "--max-retries",
+      "9",
+      "--dlq-max-retries",
+      "100",
+    ])).code,
     0,
   );
   const bad = await session.run(["--queue", "cloudflare", "--retries", "9"]);
@@ -1560,13 +1567,14 @@ Deno.test("tools/schedule.ts --help names the retention flags and the settings t
       /\(these three only where a retention is\n +counted: given, or with no dead-letter policy\)/,
       /--message-retention D +cloudflare: the jobs queue's message retention,\n +CLOUDFLARE_MESSAGE_RETENTION, whole seconds\n +from 1m to 336h/,
       /--dlq-message-retention D +cloudflare: the dead-letter queue's,\n +CLOUDFLARE_DLQ_MESSAGE_RETENTION/,
+      /--dlq-max-retries N +cloudflare: the dead-letter queue consumer's\n +max_retries, CLOUDFLARE_DLQ_MAX_RETRIES \(3\)/,
     ]
   ) {
     assert.match(stdout, flag);
   }
   assert.match(
     stdout,
-    /or the message retention may\nend before the job is resolved, or createQueueHandler would refuse a\nCloudflare retention\), 2 on a bad flag/,
+    /or the message retention may\nend before the job is resolved, or createQueueHandler would refuse a\nCloudflare retention or the dead-letter queue's max_retries\), 2 on a bad flag/,
   );
 });
 
