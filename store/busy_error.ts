@@ -14,7 +14,8 @@ const BRAND = Symbol.for("@relayer/poison.BusyError");
  * (it is acting on the intent right now), or, in a store on a database,
  * another session held a lock the write needed past the store's bound
  * (PostgresStore's `lock_timeout`, or a statement `statement_timeout`
- * cancelled): nothing of the write landed. Not a failure of the job: the
+ * cancelled), or the server ended the write in a deadlock with that
+ * session: nothing of the write landed. Not a failure of the job: the
  * relayer answers retry, never poison; the lease's TTL bounds the wait for
  * a delivery, the other session's transaction the wait for a lock.
  *

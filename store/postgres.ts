@@ -1504,19 +1504,28 @@ export class PostgresStore implements Store {
         this.#sql.options?.fetch_types === false,
       );
       if (aborted !== null) throw aborted;
-      if (code === "23505" || code === "40001" || code === "40P01") {
-        // A unique violation, serialization failure or deadlock: another
-        // writer won; the caller re-reads. The store's own writes take
-        // their locks in one order, so only another session (a DBA's
-        // script, a report) meets them in a deadlock: said so, for the one
-        // who looks for it.
+      if (code === "40P01") {
+        // A deadlock: the store's own writes take their locks in one
+        // order, so only another session (a DBA's script, a report) meets
+        // them in one, and the server ended this write to break it. That
+        // session held a lock this write needed, as past lock_timeout:
+        // busy, not a lost race. As a conflict it counted toward the
+        // relayer's three tries, after which a failure on an intent
+        // nobody wrote was taken for a refusal and sent to review, where a
+        // retry would have failed the payment.
         const said = oneLine(
           String((error as { message?: unknown })?.message),
         );
+        throw heldBySession(
+          `Cannot ${what} as PostgreSQL ended it in a deadlock with another session (${said}): nothing was written; retry (the server's log names the other session)`,
+          error,
+        );
+      }
+      if (code === "23505" || code === "40001") {
+        // A unique violation or serialization failure: another writer
+        // won; the caller re-reads.
         throw new ConflictError(
-          code === "40P01"
-            ? `Cannot ${what} as PostgreSQL ended it in a deadlock with another session (${said}): nothing was written; re-read it and try again (the server's log names the other session)`
-            : `Cannot ${what} as another writer changed it at the same time; re-read it`,
+          `Cannot ${what} as another writer changed it at the same time; re-read it`,
           { cause: error },
         );
       }

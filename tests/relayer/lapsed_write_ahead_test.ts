@@ -441,8 +441,8 @@ for (const backend of BACKENDS) {
           lastBroadcast: { outcome: "sent", txHash: "0x1", at: 0 },
           broadcasting: inFlight ? broadcasting : null,
         });
-        // What a PostgresStore answers a deadlock's victim: unmarked, and
-        // the intent as it was.
+        // What a store answers a lost race that left the intent as it
+        // was (a serialization failure): unmarked.
         let conflicts: number = conflicted;
         const viewed = overriding(store, {
           transition(id, change, options) {

@@ -2,7 +2,8 @@
  * PostgresStore's write that the server ends in a deadlock with another
  * session (40P01: a DBA's script or a report that locks the store's rows
  * in another order than the store does), on a real server: the write is a
- * `ConflictError` that names the deadlock and says nothing was written,
+ * `BusyError` (another session held a lock it needed, as past its
+ * `lock_timeout`) that names the deadlock and says nothing was written,
  * nothing of it landed, and the same write, read again, lands once the
  * other session is done.
  *
@@ -18,7 +19,7 @@
 
 import assert from "node:assert/strict";
 import postgres from "postgres";
-import { ConflictError } from "../../mod.ts";
+import { BusyError } from "../../mod.ts";
 import { PostgresStore } from "../../store/postgres.ts";
 import {
   freshDatabase,
@@ -32,7 +33,7 @@ const NAME = "relayer_deadlock";
 
 Deno.test({
   name:
-    "PostgresStore's write ended in a deadlock with another session is a ConflictError naming the deadlock, nothing of it written, and lands when asked again",
+    "PostgresStore's write ended in a deadlock with another session is a BusyError naming the deadlock, nothing of it written, and lands when asked again",
   ignore: !postgresAvailable,
   fn: timeout(30_000, async () => {
     const database = await freshDatabase();
@@ -73,10 +74,10 @@ Deno.test({
       });
       await other;
       await assert.rejects(write!, (error: unknown) => {
-        assert.ok(error instanceof ConflictError, String(error));
+        assert.ok(error instanceof BusyError, String(error));
         assert.match(
           error.message,
-          /^Cannot move pi_0001 from authorized to settling as PostgreSQL ended it in a deadlock with another session \(deadlock detected\): nothing was written; re-read it and try again \(the server's log names the other session\)$/,
+          /^Cannot move pi_0001 from authorized to settling as PostgreSQL ended it in a deadlock with another session \(deadlock detected\): nothing was written; retry \(the server's log names the other session\)$/,
         );
         assert.equal((error.cause as { code?: unknown })?.code, "40P01");
         return true;
