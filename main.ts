@@ -765,7 +765,7 @@ function lostAtStart(error: unknown): boolean {
 const TLS_NOT_TAKEN = /before secure TLS connection/i;
 
 /** Where the client's `target_session_attrs` came from, as a refusal names it. */
-interface SessionAttrsSource {
+export interface SessionAttrsSource {
   /** `DATABASE_URL's target_session_attrs=…`, or the environment's. */
   readonly named: string;
   /** What more to do (`""`, or unset the environment's). */
@@ -794,6 +794,82 @@ function sessionAttrsSource(
 }
 
 /**
+ * Where the `target_session_attrs` of `sql`, a client made from the URL
+ * `url`, came from: the URL's query, else the environment's
+ * `PGTARGETSESSIONATTRS`, which postgres.js reads where the URL sets none;
+ * `null` where the client has none. The service's start and
+ * `deno task kv-to-postgres` name it where the client ended every
+ * connection at its start ({@linkcode unfitSessionHint}).
+ *
+ * @param url The URL the client was made from (`DATABASE_URL`).
+ * @param sql The client, as postgres.js resolved its options.
+ * @returns Where its `target_session_attrs` came from, or `null`.
+ *
+ * @example Set in the URL
+ * ```ts
+ * import postgres from "postgres";
+ * import { sessionAttrsOf } from "./main.ts";
+ * import assert from "node:assert/strict";
+ *
+ * const url = "postgres://u:p@127.0.0.1:5432/db?target_session_attrs=primary";
+ * const sql = postgres(url);
+ * assert.equal(sessionAttrsOf(url, sql)?.named, "DATABASE_URL's target_session_attrs=primary");
+ * await sql.end();
+ * ```
+ */
+export function sessionAttrsOf(
+  url: string,
+  sql: postgres.Sql,
+): SessionAttrsSource | null {
+  return sessionAttrsSource(
+    new URL(url).searchParams.get("target_session_attrs"),
+    (sql.options as { target_session_attrs?: string | null })
+      .target_session_attrs ?? null,
+  );
+}
+
+/**
+ * What to look at where the client ended each connection at its start
+ * (postgres.js's `CONNECTION_DESTROYED`) as its `target_session_attrs`
+ * (`attrs`) asks of a server that does not fit it, or `""` for another
+ * error or a client with none: the service's start and
+ * `deno task kv-to-postgres` add it to the line that names `DATABASE_URL`.
+ *
+ * @param error The error the client's first use failed with.
+ * @param attrs Where the client's `target_session_attrs` came from
+ * ({@linkcode sessionAttrsOf}).
+ * @param tries How many tries each met it, said where more than one.
+ * @returns The hint, in parentheses after a space, or `""`.
+ *
+ * @example A standby, for read-write
+ * ```ts
+ * import { unfitSessionHint } from "./main.ts";
+ * import assert from "node:assert/strict";
+ *
+ * const attrs = { named: "DATABASE_URL's target_session_attrs=read-write", fix: "" };
+ * const ended = Object.assign(new Error("write CONNECTION_DESTROYED db:5432"), { code: "CONNECTION_DESTROYED" });
+ * assert.match(unfitSessionHint(ended, attrs), /^ \(the client ended each connection at its start, as DATABASE_URL's/);
+ * assert.equal(unfitSessionHint(ended, null), "");
+ * assert.equal(unfitSessionHint(new Error("other"), attrs), "");
+ * ```
+ */
+export function unfitSessionHint(
+  error: unknown,
+  attrs: SessionAttrsSource | null,
+  tries = 1,
+): string {
+  // postgres.js ends a connection itself, at its start, to a server that
+  // does not fit the target_session_attrs, and tries the same host again.
+  if (
+    attrs === null ||
+    (error as { code?: unknown } | null)?.code !== "CONNECTION_DESTROYED"
+  ) return "";
+  return ` (the client ended each connection at its start, ${
+    tries > 1 ? `at each of ${tries} tries, ` : ""
+  }as ${attrs.named} asks of a server that does not fit it: for primary or read-write, a hot standby (an old primary after a failover; SELECT pg_is_in_recovery()), or sessions read-only for the role or database (SHOW default_transaction_read_only); point DATABASE_URL at the primary, or turn that setting off${attrs.fix})`;
+}
+
+/**
  * `store.migrate()`, tried again (up to {@linkcode MIGRATE_TRIES} times in
  * all) when the connection is lost under it, saying so each time; the
  * migration is one transaction, so a lost try left nothing half done.
@@ -819,14 +895,12 @@ async function migrateAtStart(
       if (!lostAtStart(error) || gaveUp()) throw error;
       const message = hide(messageOf(error));
       if (tries === MIGRATE_TRIES) {
-        // postgres.js ends a connection itself, at its start, to a server
-        // that does not fit the URL's target_session_attrs, and tries the
-        // same host again: each try meets it, the database up.
-        const unfit = attrs !== null &&
-          (error as { code?: unknown }).code === "CONNECTION_DESTROYED";
+        // Each try met a server that does not fit the client's
+        // target_session_attrs, the database up: said so, not lost.
+        const unfit = unfitSessionHint(error, attrs, MIGRATE_TRIES);
         throw new Error(
-          unfit
-            ? `${message} (the client ended each connection at its start, at each of ${MIGRATE_TRIES} tries, as ${attrs.named} asks of a server that does not fit it: for primary or read-write, a hot standby (an old primary after a failover; SELECT pg_is_in_recovery()), or sessions read-only for the role or database (SHOW default_transaction_read_only); point DATABASE_URL at the primary, or turn that setting off${attrs.fix})`
+          unfit !== ""
+            ? `${message}${unfit}`
             : `${message} (the connection was lost at each of ${MIGRATE_TRIES} tries: start again once the database is up)`,
           { cause: error },
         );
@@ -896,11 +970,7 @@ async function openPostgres(
       log,
       () => gaveUp,
       (text) => text.replaceAll(database.url, "DATABASE_URL"),
-      sessionAttrsSource(
-        new URL(database.url).searchParams.get("target_session_attrs"),
-        (sql.options as { target_session_attrs?: string | null })
-          .target_session_attrs ?? null,
-      ),
+      sessionAttrsOf(database.url, sql),
     );
     migrated.catch(() => {});
     await Promise.race([

@@ -388,6 +388,19 @@ export async function freshDatabase(options = ""): Promise<
   };
 }
 
+/**
+ * A fresh database whose sessions are read-only: a server that does not
+ * fit `target_session_attrs=read-write`.
+ */
+export async function readOnlyDatabase(): ReturnType<typeof freshDatabase> {
+  const database = await freshDatabase();
+  const name = new URL(database.url).pathname.slice(1);
+  await (await sharedClient()).unsafe(
+    `ALTER DATABASE "${name}" SET default_transaction_read_only = on`,
+  );
+  return database;
+}
+
 /** The store's tables, which a pooled schema is emptied of. */
 export const TABLES: readonly string[] = [
   "holds",

@@ -29,8 +29,9 @@
  * database `DATABASE_URL` names: unreachable, refusing the role or its
  * password, read-only, or a role without the grants the store's calls
  * use, all found by the migration, its first statement, and said in one
- * line `DATABASE_URL: cannot open …` naming `DATABASE_URL`, as the
- * service says it at start).
+ * line `DATABASE_URL: cannot open …` naming `DATABASE_URL`, with the
+ * hints the service's start gives: a `target_session_attrs` the server
+ * does not fit, a `DENO_CERT` with no file there).
  *
  * @module
  */
@@ -44,6 +45,8 @@ import {
   missingDenoCert,
   openHint,
   remoteKvRefusal,
+  sessionAttrsOf,
+  unfitSessionHint,
   withoutToken,
 } from "../main.ts";
 import { wordsOf } from "../policy/_walk.ts";
@@ -298,6 +301,7 @@ export async function main(
         : String(refusal);
       console.error(
         `DATABASE_URL: cannot open ${database.description}: ${message}${
+          unfitSessionHint(error, sessionAttrsOf(url, sql)) ||
           openHint(
             message,
             database.sslnegotiation === "direct",

@@ -11,7 +11,11 @@ import postgres from "postgres";
 import type { NewIntent } from "../../mod.ts";
 import { KvStore } from "../../store/kv.ts";
 import { PostgresStore } from "../../store/postgres.ts";
-import { freshDatabase, postgresAvailable } from "../_postgres.ts";
+import {
+  freshDatabase,
+  postgresAvailable,
+  readOnlyDatabase,
+} from "../_postgres.ts";
 import { startPostgres } from "../../support/postgres_server.ts";
 import { testCertificates } from "../../support/test_tls.ts";
 import { runMove } from "./_run_tool.ts";
@@ -595,6 +599,20 @@ Deno.test({
         untrusted.err,
         /^DATABASE_URL: cannot open PostgreSQL 127\.0\.0\.1:\d+\/postgres, TLS, server verified \(sslmode=verify-full\): unable to verify the first certificate \(the server's TLS certificate does not chain to a CA this process trusts, or names another host: give Deno the CA with DENO_CERT=<file>, and connect by a name the certificate holds\)\n$/,
       );
+      // A DENO_CERT mistyped: Deno trusts no CA from it, and says nothing.
+      const missing = `${certificates.caFile}.gone`;
+      const mistyped = await runMove({
+        KV_PATH: path,
+        DATABASE_URL: `${url.href}?sslmode=verify-full`,
+        DENO_CERT: missing,
+      }, dir);
+      assert.equal(mistyped.code, 2, mistyped.err);
+      assert.equal(
+        mistyped.err,
+        `DATABASE_URL: cannot open PostgreSQL 127.0.0.1:${url.port}/postgres, TLS, server verified (sslmode=verify-full): unable to verify the first certificate (DENO_CERT names ${
+          JSON.stringify(missing)
+        }, where there is no file, so Deno trusts no CA from it: set DENO_CERT to the path of the CA's PEM file, and connect by a name the server's certificate holds)\n`,
+      );
       const moved = await runMove({
         KV_PATH: path,
         DATABASE_URL: `${url.href}?sslmode=verify-full`,
@@ -609,3 +627,55 @@ Deno.test({
     }
   },
 });
+
+for (
+  const [where, query, env, named, fix] of [
+    [
+      "DATABASE_URL's target_session_attrs",
+      "?target_session_attrs=read-write",
+      {},
+      "DATABASE_URL's target_session_attrs=read-write",
+      "",
+    ],
+    [
+      "the environment's PGTARGETSESSIONATTRS",
+      "",
+      { PGTARGETSESSIONATTRS: "read-write" },
+      "PGTARGETSESSIONATTRS=read-write (the environment's, which the client reads where DATABASE_URL sets no target_session_attrs)",
+      ", or unset PGTARGETSESSIONATTRS",
+    ],
+  ] as const
+) {
+  Deno.test({
+    name:
+      `deno task kv-to-postgres says ${where} ended each connection, and what to look at, where a server that does not fit it (sessions read-only, for read-write) is up, as the service's start says it`,
+    ignore: !postgresAvailable,
+    fn: async () => {
+      const database = await readOnlyDatabase();
+      const dir = await Deno.makeTempDir({ prefix: "kv_to_postgres_tool_" });
+      try {
+        const path = `${dir}/relayer.kv`;
+        await kvHolding(path, {
+          id: "pi_0001",
+          state: "authorized",
+          hold: "pending",
+        });
+        const url = new URL(database.url);
+        url.search = query;
+        const run = await runMove(
+          { KV_PATH: path, DATABASE_URL: url.href, ...env },
+          dir,
+        );
+        assert.equal(run.code, 2, run.err);
+        assert.equal(run.out, "");
+        assert.equal(
+          run.err,
+          `DATABASE_URL: cannot open PostgreSQL 127.0.0.1:${url.port}${url.pathname}, no TLS: write CONNECTION_DESTROYED 127.0.0.1:${url.port} (the client ended each connection at its start, as ${named} asks of a server that does not fit it: for primary or read-write, a hot standby (an old primary after a failover; SELECT pg_is_in_recovery()), or sessions read-only for the role or database (SHOW default_transaction_read_only); point DATABASE_URL at the primary, or turn that setting off${fix})\n`,
+        );
+      } finally {
+        await Deno.remove(dir, { recursive: true });
+        await database.drop();
+      }
+    },
+  });
+}

@@ -5,6 +5,7 @@ import {
   freshDatabase,
   postgresAvailable,
   postgresUrl,
+  readOnlyDatabase,
   sharedClient,
 } from "../_postgres.ts";
 import { closeEach } from "../_raw_http.ts";
@@ -977,19 +978,6 @@ Deno.test({
     }
   },
 });
-
-/**
- * A fresh database whose sessions are read-only: a server that does not
- * fit `target_session_attrs=read-write`.
- */
-async function readOnlyDatabase(): ReturnType<typeof freshDatabase> {
-  const database = await freshDatabase();
-  const name = new URL(database.url).pathname.slice(1);
-  await (await sharedClient()).unsafe(
-    `ALTER DATABASE "${name}" SET default_transaction_read_only = on`,
-  );
-  return database;
-}
 
 Deno.test({
   name:
