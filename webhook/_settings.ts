@@ -440,7 +440,9 @@ export interface WorkerConfig {
   /**
    * A line for each setting given that the Worker never reads: a name like
    * a setting's but none (`MAX_DELIVERY`, as `main.ts` names it), those
-   * only `main.ts` reads, and those nothing reads beside the rest.
+   * only `main.ts` reads, those nothing reads beside the rest, and, for a
+   * Worker on PostgreSQL (`database`), a `DATABASE_URL` beside a Hyperdrive
+   * binding `HYPERDRIVE`, which it connects through instead.
    */
   readonly unread: readonly string[];
   /**
@@ -464,6 +466,10 @@ export interface WorkerConfig {
    */
   nameUnread<H extends object>(handlers: H, log: (line: string) => void): H;
 }
+
+/** What a Worker on PostgreSQL says of a `DATABASE_URL` beside its Hyperdrive binding. */
+const HYPERDRIVE_BESIDE =
+  "relayer: DATABASE_URL is set beside the Hyperdrive binding HYPERDRIVE, which a Worker on PostgreSQL connects through, so DATABASE_URL is ignored (its host, database and TLS settings too): remove it from the Worker's secrets (wrangler secret delete DATABASE_URL), or remove the [[hyperdrive]] binding to connect by DATABASE_URL";
 
 /**
  * A Cloudflare Worker's settings: `loadConfig` over its environment, its
@@ -512,7 +518,8 @@ export interface WorkerConfig {
  * settings as text, or as wrangler.toml's unquoted `[vars]` give them,
  * beside its bindings.
  * @param options `database`: the Worker keeps its state in PostgreSQL, and
- * reads `DATABASE_URL`.
+ * reads `DATABASE_URL` (beside a Hyperdrive binding `HYPERDRIVE`, which it
+ * then connects through, `DATABASE_URL` is named as ignored).
  * @returns The checked settings, and what names those unread.
  * @throws {ConfigError} For a setting the Worker reads that is refused.
  * @throws {TypeError} For an `env` that is not an object, or is an array;
@@ -591,7 +598,20 @@ export function workerConfig(
       typeof (env as Record<string, unknown>)[name],
     )
   );
+  // The docs' and postgres_worker.ts's convention: a Hyperdrive binding
+  // named HYPERDRIVE is what a Worker on PostgreSQL connects through. A
+  // DATABASE_URL beside it is then read (and checked) for nothing, and
+  // one who set both may believe its host, or its TLS, is in use. Said,
+  // not refused: the two most often name one database, which only
+  // Hyperdrive's connection string (read in a handler) could tell.
+  const hyperdrive = (env as Record<string, unknown>).HYPERDRIVE;
+  const beside = options.database === true &&
+      typeof hyperdrive === "object" && hyperdrive !== null &&
+      settings.DATABASE_URL !== undefined && settings.DATABASE_URL !== ""
+    ? [HYPERDRIVE_BESIDE]
+    : [];
   const unread = [
+    ...beside,
     ...unknownSettingLines(named),
     ...given.map((name) =>
       `relayer: ${name} is set, but only main.ts reads it (${

@@ -255,7 +255,8 @@ if (config.insecureDev) { // it opens unsigned routes, with no start-up line
   throw new Error("RELAYER_INSECURE_DEV is for local runs: unset it");
 }
 // A Hyperdrive binding named HYPERDRIVE, where there is one, gives the URL
-// (read in a handler: workerd makes its connection string per request).
+// (read in a handler: workerd makes its connection string per request); a
+// DATABASE_URL beside it is ignored, and nameUnread says so.
 const hyperdrive = (env as { HYPERDRIVE?: { connectionString: string } })
   .HYPERDRIVE;
 const { database } = config;

@@ -8,12 +8,19 @@
 import { MemoryStore, ScriptedSender } from "../../mod.ts";
 import { createApp, routeOptions, workerConfig } from "../../webhook/app.ts";
 
-/** The Worker's fetch over `env`, and what it logged. */
-export function worker(env: Record<string, string>): {
+/**
+ * The Worker's fetch over `env` (its settings, and any binding, an object),
+ * read with `options` (`database`: as the PostgreSQL Worker reads it), and
+ * what it logged.
+ */
+export function worker(
+  env: Record<string, unknown>,
+  options: { readonly database?: boolean } = {},
+): {
   fetch: (request: Request) => Response | Promise<Response>;
   logged: string[];
 } {
-  const { config, nameUnread } = workerConfig(env);
+  const { config, nameUnread } = workerConfig(env, options);
   const app = createApp({
     store: new MemoryStore(),
     sender: new ScriptedSender({}),
