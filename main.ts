@@ -1137,6 +1137,17 @@ export function openHint(
   ) {
     return " (no database of that name on this server: correct the name in DATABASE_URL, or create it (CREATE DATABASE); one renamed or dropped since the service last ran is missing too)";
   }
+  // postgres.js reads target_session_attrs (DATABASE_URL's, else the
+  // environment's PGTARGETSESSIONATTRS) as the client is made, and takes
+  // five of libpq's values: libpq's default, any, is none of them.
+  const attrs = /\btarget_session_attrs (\S+) is not supported\b/.exec(message);
+  if (attrs) {
+    return ` (the PostgreSQL client takes target_session_attrs read-write, read-only, primary, standby or prefer-standby only; ${
+      attrs[1] === "any"
+        ? "any, libpq's default, is what it does without one: remove it"
+        : "set one of those, or remove it"
+    } from DATABASE_URL, or unset PGTARGETSESSIONATTRS, which the client reads where DATABASE_URL sets none)`;
+  }
   // PgBouncer's refusal of a setting the URL's query sent at connect
   // (postgres.js sends each parameter it does not read as one); the server
   // itself takes them.

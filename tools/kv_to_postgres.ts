@@ -275,16 +275,31 @@ export async function main(
   const source: KvLike = token ? withoutToken(kv, token) : kv;
   // TLS as the URL says, as the service connects (main.ts), whatever
   // PGSSL or PGSSLNEGOTIATION say.
-  const sql = postgres(url, {
-    // The name decoded, as the service connects (main.ts).
-    ...(database.name ? { database: database.name } : {}),
-    // An IPv6 address, which postgres.js cannot read in the URL, as
-    // lists (its types name a string, which it would dial as localhost).
-    ...(database.hosts as object | undefined),
-    onnotice: () => {},
-    ssl: clientTls(database),
-    sslnegotiation: database.sslnegotiation,
-  } as postgres.Options<Record<string, never>>);
+  let sql: postgres.Sql<Record<string, unknown>>;
+  try {
+    sql = postgres(url, {
+      // The name decoded, as the service connects (main.ts).
+      ...(database.name ? { database: database.name } : {}),
+      // An IPv6 address, which postgres.js cannot read in the URL, as
+      // lists (its types name a string, which it would dial as localhost).
+      ...(database.hosts as object | undefined),
+      onnotice: () => {},
+      ssl: clientTls(database),
+      sslnegotiation: database.sslnegotiation,
+    } as postgres.Options<Record<string, never>>);
+  } catch (error) {
+    // postgres.js refuses some settings as the client is made, before it
+    // connects (a target_session_attrs it does not take, in DATABASE_URL
+    // or PGTARGETSESSIONATTRS): one line, as the service's start says it.
+    kv.close();
+    const message = error instanceof Error ? error.message : String(error);
+    console.error(
+      `DATABASE_URL: cannot open ${database.description}: ${message}${
+        openHint(message, database.sslnegotiation === "direct")
+      }`.replaceAll(url, "DATABASE_URL"),
+    );
+    return 2;
+  }
   const store = new PostgresStore(sql);
   try {
     try {

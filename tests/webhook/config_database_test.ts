@@ -483,6 +483,33 @@ Deno.test("openService() refuses a DATABASE_URL its client cannot parse in one l
   );
 });
 
+Deno.test("openService() says what to do with a target_session_attrs its client does not take, libpq's default any among them, in one line without the password", async () => {
+  // postgres.js refuses it as the client is made, before it connects: no
+  // server is asked.
+  const cases = [
+    [
+      "any",
+      "any, libpq's default, is what it does without one: remove it",
+    ],
+    ["primary-only", "set one of those, or remove it"],
+  ] as const;
+  for (const [value, what] of cases) {
+    const config = loadConfig({
+      ...base,
+      DATABASE_URL:
+        `postgres://relayer:s3cret-pw@127.0.0.1:1/payments?target_session_attrs=${value}`,
+    });
+    await assert.rejects(openService(config), (error) => {
+      assert.ok(error instanceof ConfigError, String(error));
+      assert.equal(
+        error.message,
+        `DATABASE_URL: cannot open PostgreSQL 127.0.0.1:1/payments, no TLS: target_session_attrs ${value} is not supported (the PostgreSQL client takes target_session_attrs read-write, read-only, primary, standby or prefer-standby only; ${what} from DATABASE_URL, or unset PGTARGETSESSIONATTRS, which the client reads where DATABASE_URL sets none)`,
+      );
+      return true;
+    });
+  }
+});
+
 Deno.test("openService() says what to do when nothing listens at DATABASE_URL's host and port", async () => {
   // A port just closed: the connection is refused at once.
   const listener = Deno.listen({ hostname: "127.0.0.1", port: 0 });
