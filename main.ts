@@ -1150,11 +1150,14 @@ export function openHint(
   }
   // PgBouncer's refusal of a setting the URL's query sent at connect
   // (postgres.js sends each parameter it does not read as one); the server
-  // itself takes them.
-  const unsupported = /\bunsupported startup parameter: (\S+)/.exec(message);
+  // itself takes them. A newer PgBouncer (Neon's, Supabase's) names the
+  // setting inside ?options= instead, and some add advice after a '.'.
+  const unsupported =
+    /\bunsupported startup parameter( in options)?: ([\w.]*\w)/.exec(message);
   if (unsupported) {
-    const name = unsupported[1];
-    return ` (the pooler in front of PostgreSQL (PgBouncer) takes no ?${name}= from DATABASE_URL at connect: remove it from DATABASE_URL and set what it sets on the role instead (ALTER ROLE … SET …), which each server session the pooler opens takes)`;
+    const [, inOptions, name] = unsupported;
+    const sent = inOptions ? `-c ${name}=… in ?options=` : `?${name}=`;
+    return ` (the pooler in front of PostgreSQL (PgBouncer) takes no ${sent} from DATABASE_URL at connect: remove it from DATABASE_URL and set what it sets on the role instead (ALTER ROLE … SET …), which each server session the pooler opens takes)`;
   }
   if (/certificate|self[- ]signed/i.test(message) && missingCert) {
     return ` (DENO_CERT names ${

@@ -858,6 +858,35 @@ Deno.test("openHint() names a missing database whether the server's words come a
   }
 });
 
+Deno.test("openHint() names ?options= where a pooler refuses a setting sent in it (PgBouncer 1.20 and later, Neon's and Supabase's poolers), with or without the pooler's advice after the name", () => {
+  const fix =
+    "from DATABASE_URL at connect: remove it from DATABASE_URL and set what it sets on the role instead (ALTER ROLE … SET …), which each server session the pooler opens takes)";
+  const cases = [
+    // PgBouncer before 1.20, as tests/store/postgres_pgbouncer_test.ts meets it.
+    ["unsupported startup parameter: options", "?options="],
+    [
+      "unsupported startup parameter: search_path. Please use unpooled connection or remove this parameter from the startup package.",
+      "?search_path=",
+    ],
+    // A newer PgBouncer names the setting inside ?options=.
+    [
+      "unsupported startup parameter in options: search_path",
+      "-c search_path=… in ?options=",
+    ],
+    [
+      "unsupported startup parameter in options: statement_timeout. Please use unpooled connection or remove this parameter from the startup package. More details: https://neon.tech/docs/connect/connection-errors#unsupported-startup-parameter",
+      "-c statement_timeout=… in ?options=",
+    ],
+  ] as const;
+  for (const [message, sent] of cases) {
+    assert.equal(
+      openHint(message, false),
+      ` (the pooler in front of PostgreSQL (PgBouncer) takes no ${sent} ${fix}`,
+      message,
+    );
+  }
+});
+
 Deno.test("openHint() says what to do when the server's own connection slots are all taken", () => {
   for (
     const message of [
