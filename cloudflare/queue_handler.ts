@@ -509,7 +509,7 @@ function checkRetentions(
  *
  * @param options The relayer, the queue's `maxRetries`, the name of its
  * dead-letter queue and that queue's `max_retries`, the two queues'
- * message retentions if checked (with the jobs queue's delivery delay,
+ * message retentions (each counted as 24 h where not given; with the jobs queue's delivery delay,
  * counted in its), and where log lines go.
  * @returns The `queue(batch)` handler.
  * @throws {RangeError} If `maxRetries` is not an integer in 0..100, or if the
@@ -519,7 +519,8 @@ function checkRetentions(
  * 0..100, or its retries span less than 14 days (as Cloudflare's default
  * of 3, when it is not given, does). If `messageRetentionMs` or
  * `deadLetterMessageRetentionMs` is not whole seconds from 60 s to 14
- * days, or would end while the handler may still retry a message there:
+ * days, or would end (given, or counted as 24 h where not given) while
+ * the handler may still retry a message there:
  * the jobs queue's within its `deliveryDelayMs` and the waits of its
  * `maxRetries` retries, the dead-letter queue's within those and a busy
  * give-up's wait. If `deliveryDelayMs` is not whole seconds from 0 to 24 h.
