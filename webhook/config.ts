@@ -451,6 +451,15 @@ function httpUrl(
 /** The longest delay Deno KV's `enqueue` takes: 30 days. */
 const MAX_KV_DELAY_MS = 30 * 24 * 60 * 60 * 1000;
 
+/** The `target_session_attrs` postgres.js 3.4.9 takes. */
+const SESSION_ATTRS: readonly string[] = [
+  "read-write",
+  "read-only",
+  "primary",
+  "standby",
+  "prefer-standby",
+];
+
 /**
  * Why the local Deno KV queue cannot run a policy whose `CAP` is
  * `capMs`, or `undefined` where it can: Deno KV delays a message at most
@@ -558,6 +567,21 @@ export function databaseUrl(
       `${shape}: it sets ${
         libpq.map((name) => `?${name}=`).join(" and ")
       }, which the PostgreSQL client does not read (a Unix socket is not supported): put one TCP host and port before the database name`,
+    );
+  }
+  // postgres.js 3.4.9 takes five of libpq's target_session_attrs, and
+  // throws for any other as the client is made: the service's start, a
+  // move's, and each request of a Worker that makes its client per
+  // request. libpq's default, any, is what it does without one.
+  const attrs = url.searchParams.get("target_session_attrs");
+  if (attrs && !SESSION_ATTRS.includes(attrs)) {
+    throw new ConfigError(
+      "DATABASE_URL",
+      attrs === "any"
+        ? `${shape}: its target_session_attrs is any, libpq's default, which the PostgreSQL client does not take: remove it (without one the client does what any asks)`
+        : `${shape}: its target_session_attrs is not one the PostgreSQL client takes (${
+          SESSION_ATTRS.slice(0, -1).join(", ")
+        } or ${SESSION_ATTRS.at(-1)}): set one of those, or remove it`,
     );
   }
   let database: string;

@@ -2,9 +2,10 @@
  * `deno task kv-to-postgres` (`tools/kv_to_postgres.ts`) given a
  * `target_session_attrs` its PostgreSQL client does not take (libpq's
  * default, `any`), in `DATABASE_URL` or the environment's
- * `PGTARGETSESSIONATTRS`: postgres.js refuses it as the client is made,
- * and the task says so in one line naming `DATABASE_URL`, what to do, and
- * nothing moved (exit 2), as the service's start says it.
+ * `PGTARGETSESSIONATTRS`: the URL's is refused as the service's settings
+ * refuse it, the environment's as postgres.js refuses it when the client is
+ * made; either in one line naming `DATABASE_URL` and what to do, nothing
+ * moved (exit 2), as the service's start says it.
  *
  * @module
  */
@@ -43,17 +44,19 @@ Deno.test("kv-to-postgres refuses a target_session_attrs its client does not tak
   await withStore(async (dir, path) => {
     const url = "postgres://relayer:s3cret-pw@127.0.0.1:1/payments";
     for (
-      const env of [
-        { DATABASE_URL: `${url}?target_session_attrs=any` },
-        { DATABASE_URL: url, PGTARGETSESSIONATTRS: "any" },
-      ]
+      const [env, line] of [
+        [
+          { DATABASE_URL: `${url}?target_session_attrs=any` },
+          "DATABASE_URL must be a PostgreSQL URL such as postgres://user:password@host:5432/dbname: its target_session_attrs is any, libpq's default, which the PostgreSQL client does not take: remove it (without one the client does what any asks)",
+        ],
+        [
+          { DATABASE_URL: url, PGTARGETSESSIONATTRS: "any" },
+          `DATABASE_URL: cannot open PostgreSQL 127.0.0.1:1/payments, no TLS: target_session_attrs any is not supported ${HINT}`,
+        ],
+      ] as const
     ) {
       const { code, out, err } = await runMove({ KV_PATH: path, ...env }, dir);
-      assert.equal(
-        err,
-        `DATABASE_URL: cannot open PostgreSQL 127.0.0.1:1/payments, no TLS: target_session_attrs any is not supported ${HINT}\n`,
-        JSON.stringify(env),
-      );
+      assert.equal(err, `${line}\n`, JSON.stringify(env));
       assert.equal(code, 2);
       assert.equal(out, "");
     }

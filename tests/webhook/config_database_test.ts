@@ -1,6 +1,7 @@
 import assert from "node:assert/strict";
 import { openHint, openService } from "../../main.ts";
 import { ConfigError, loadConfig } from "../../webhook/config.ts";
+import { workerConfig } from "../../webhook/_settings.ts";
 import {
   freshDatabase,
   postgresAvailable,
@@ -483,31 +484,74 @@ Deno.test("openService() refuses a DATABASE_URL its client cannot parse in one l
   );
 });
 
-Deno.test("openService() says what to do with a target_session_attrs its client does not take, libpq's default any among them, in one line without the password", async () => {
-  // postgres.js refuses it as the client is made, before it connects: no
-  // server is asked.
+Deno.test("loadConfig() and a Worker's workerConfig refuse a DATABASE_URL whose target_session_attrs the client does not take, libpq's default any among them, naming DATABASE_URL without the password", () => {
+  const url = "postgres://relayer:s3cret-pw@db.example.com:5432/payments";
+  const shape =
+    "DATABASE_URL must be a PostgreSQL URL such as postgres://user:password@host:5432/dbname";
   const cases = [
     [
       "any",
-      "any, libpq's default, is what it does without one: remove it",
+      `${shape}: its target_session_attrs is any, libpq's default, which the PostgreSQL client does not take: remove it (without one the client does what any asks)`,
     ],
-    ["primary-only", "set one of those, or remove it"],
+    [
+      "primary-only",
+      `${shape}: its target_session_attrs is not one the PostgreSQL client takes (read-write, read-only, primary, standby or prefer-standby): set one of those, or remove it`,
+    ],
   ] as const;
-  for (const [value, what] of cases) {
-    const config = loadConfig({
+  for (const [value, message] of cases) {
+    const DATABASE_URL = `${url}?target_session_attrs=${value}`;
+    for (
+      const read of [
+        () => loadConfig({ ...base, DATABASE_URL }),
+        () => workerConfig({ ...base, DATABASE_URL }, { database: true }),
+      ]
+    ) {
+      assert.throws(read, (error) => {
+        assert.ok(error instanceof ConfigError, String(error));
+        assert.equal(error.setting, "DATABASE_URL");
+        assert.equal(error.message, message);
+        return true;
+      });
+    }
+  }
+  // Those it takes, and an empty one (none), are taken.
+  for (
+    const value of [
+      "read-write",
+      "read-only",
+      "primary",
+      "standby",
+      "prefer-standby",
+      "",
+    ]
+  ) {
+    loadConfig({
       ...base,
-      DATABASE_URL:
-        `postgres://relayer:s3cret-pw@127.0.0.1:1/payments?target_session_attrs=${value}`,
+      DATABASE_URL: `${url}?target_session_attrs=${value}`,
     });
-    await assert.rejects(openService(config), (error) => {
+  }
+});
+
+Deno.test("openService() says what to do with a target_session_attrs its client does not take (the environment's PGTARGETSESSIONATTRS meets it so), in one line without the password", async () => {
+  // loadConfig() refuses this URL first; the client refuses the same value
+  // from PGTARGETSESSIONATTRS as it is made, before it connects, which the
+  // start must say as one line too.
+  const config = loadConfig({
+    ...base,
+    DATABASE_URL: "postgres://relayer:s3cret-pw@127.0.0.1:1/payments",
+  });
+  const url = `${config.database!.url}?target_session_attrs=any`;
+  await assert.rejects(
+    openService({ ...config, database: { ...config.database!, url } }),
+    (error) => {
       assert.ok(error instanceof ConfigError, String(error));
       assert.equal(
         error.message,
-        `DATABASE_URL: cannot open PostgreSQL 127.0.0.1:1/payments, no TLS: target_session_attrs ${value} is not supported (the PostgreSQL client takes target_session_attrs read-write, read-only, primary, standby or prefer-standby only; ${what} from DATABASE_URL, or unset PGTARGETSESSIONATTRS, which the client reads where DATABASE_URL sets none)`,
+        "DATABASE_URL: cannot open PostgreSQL 127.0.0.1:1/payments, no TLS: target_session_attrs any is not supported (the PostgreSQL client takes target_session_attrs read-write, read-only, primary, standby or prefer-standby only; any, libpq's default, is what it does without one: remove it from DATABASE_URL, or unset PGTARGETSESSIONATTRS, which the client reads where DATABASE_URL sets none)",
       );
       return true;
-    });
-  }
+    },
+  );
 });
 
 Deno.test("openService() says what to do when nothing listens at DATABASE_URL's host and port", async () => {
