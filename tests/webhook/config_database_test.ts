@@ -902,7 +902,7 @@ Deno.test("openHint() names a missing database whether the server's words come a
   }
 });
 
-Deno.test("openHint() names ?options= where a pooler refuses a setting sent in it (PgBouncer 1.20 and later, Neon's and Supabase's poolers), with or without the pooler's advice after the name", () => {
+Deno.test("openHint() names ?options= where a pooler refuses a setting sent in it (a newer PgBouncer, as Neon's and Supabase's poolers word it), with or without the pooler's advice after the name", () => {
   const fix =
     "from DATABASE_URL at connect: remove it from DATABASE_URL and set what it sets on the role instead (ALTER ROLE … SET …), which each server session the pooler opens takes)";
   const cases = [
