@@ -93,6 +93,19 @@ const ONE_OFF_LENGTH = 5;
 const SERVICE_LINK =
   /_(SERVICE_HOST|SERVICE_PORT(_[A-Z0-9_]+)?|PORT(_\d+_(TCP|UDP|SCTP)(_(PROTO|PORT|ADDR))?)?)$/;
 
+// What Wrangler reads from the environment it deploys or runs a Worker
+// from (a CI job's CLOUDFLARE_API_TOKEN beside the Worker's settings), none
+// of them a setting misspelt:
+// developers.cloudflare.com/workers/wrangler/system-environment-variables.
+const WRANGLER = new Set([
+  "CLOUDFLARE_ACCOUNT_ID",
+  "CLOUDFLARE_API_BASE_URL",
+  "CLOUDFLARE_API_KEY",
+  "CLOUDFLARE_API_TOKEN",
+  "CLOUDFLARE_EMAIL",
+  "CLOUDFLARE_ENV",
+]);
+
 function distance(a: string, b: string): number {
   let row = Array.from({ length: b.length + 1 }, (_, j) => j);
   for (let i = 1; i <= a.length; i++) {
@@ -130,7 +143,9 @@ function oneOff(name: string): boolean {
 export function unknownSettingLines(names: Iterable<string>): string[] {
   const lines: string[] = [];
   for (const name of [...names].sort()) {
-    if (SETTINGS.has(name) || SERVICE_LINK.test(name)) continue;
+    if (SETTINGS.has(name) || SERVICE_LINK.test(name) || WRANGLER.has(name)) {
+      continue;
+    }
     if (!FAMILIES.test(name) && !oneOff(name)) continue;
     let like: string | undefined;
     let best = 4; // at most 3 edits away

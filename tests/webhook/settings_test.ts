@@ -419,6 +419,25 @@ Deno.test("unknownSettingLines() leaves the database variables a platform or a c
   );
 });
 
+Deno.test("unknownSettingLines() leaves the variables Wrangler reads alone: a CI job's CLOUDFLARE_API_TOKEN is no misspelt CLOUDFLARE_ setting", () => {
+  const wrangler = [
+    "CLOUDFLARE_ACCOUNT_ID",
+    "CLOUDFLARE_API_BASE_URL",
+    "CLOUDFLARE_API_KEY",
+    "CLOUDFLARE_API_TOKEN",
+    "CLOUDFLARE_EMAIL",
+    "CLOUDFLARE_ENV",
+  ];
+  assert.deepEqual(unknownSettingLines(wrangler), []);
+  // A misspelt setting of the family beside them is still named.
+  assert.deepEqual(
+    unknownSettingLines([...wrangler, "CLOUDFLARE_MAX_RETRY"]),
+    [
+      "relayer: CLOUDFLARE_MAX_RETRY is not a setting of the relayer, so it is ignored: did you mean CLOUDFLARE_MAX_RETRIES? (the settings: docs/routes.md#deploy-to-deno-deploy-with-qstash)",
+    ],
+  );
+});
+
 Deno.test("unknownSettingLines() leaves the variables Kubernetes sets for a service named relayer or sender alone", () => {
   // A pod gets these for each service of its namespace (enableServiceLinks,
   // on by default); Docker's links set the same shapes.
