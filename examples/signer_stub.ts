@@ -21,7 +21,8 @@
  * be out there (answer that tx's hash); a receipt it cannot read is an
  * error, one its node does not know `dropped`.
  *
- * `deno task signer` (port 9000, or `PORT`).
+ * `deno task signer` (port 9000, or `PORT`: `PORT=9001 deno task signer`;
+ * it refuses arguments, `--port` too).
  *
  * @module
  */
@@ -87,6 +88,18 @@ async function send(request: Request): Promise<Response> {
 }
 
 if (import.meta.main) {
+  // `deno task signer --port 9001` hands `--port 9001` to this script, not
+  // to Deno: refused, where serving on 9000 would go unnoticed. Counted,
+  // not shown: an argument may be a secret.
+  if (Deno.args.length > 0) {
+    const count = Deno.args.length;
+    console.error(
+      `signer stub: it reads no arguments, so it refuses the ${count} argument${
+        count === 1 ? "" : "s"
+      } given (not shown): its port is PORT's, 9000 unless set (PORT=9001 deno task signer)`,
+    );
+    Deno.exit(2);
+  }
   const text = Deno.env.get("PORT") || "9000";
   const port = /^\d{1,5}$/.test(text) ? Number(text) : Number.NaN;
   if (!(port >= 0 && port <= 65535)) {

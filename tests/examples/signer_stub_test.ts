@@ -10,10 +10,16 @@ import { baseEnv } from "../_main_process.ts";
 
 const STUB = new URL("../../examples/signer_stub.ts", import.meta.url).pathname;
 
-/** The stub as `deno task signer` runs it, with `PORT`; killed after its first line. */
-async function run(port: string): Promise<{ code: number; out: string }> {
+/**
+ * The stub as `deno task signer` runs it, with `PORT` and what follows the
+ * task's name; killed after its first line.
+ */
+async function run(
+  port: string,
+  args: string[] = [],
+): Promise<{ code: number; out: string }> {
   const child = new Deno.Command(Deno.execPath(), {
-    args: ["run", "--allow-net=127.0.0.1", "--allow-env=PORT", STUB],
+    args: ["run", "--allow-net=127.0.0.1", "--allow-env=PORT", STUB, ...args],
     clearEnv: true,
     env: { ...baseEnv(), PORT: port },
     stdout: "piped",
@@ -43,6 +49,24 @@ Deno.test("the signer stub refuses a PORT that is not a port in one line, and sa
   // PORT=0: the system picks one, and the line names it (not 0).
   const { out } = await run("0");
   assert.match(out, /^signer stub on http:\/\/127\.0\.0\.1:(?!0\b)\d+\n$/);
+});
+
+Deno.test("the signer stub refuses arguments in one line that says PORT sets its port, and shows none of them", async () => {
+  // `deno task signer --port 9001` passes `--port 9001` to the stub, which
+  // served on 9000 with nothing said.
+  for (
+    const [args, count] of [
+      [["--port", "9001"], "2 arguments"],
+      [["--port=9001"], "1 argument"],
+    ] as const
+  ) {
+    const { code, out } = await run("", [...args]);
+    assert.equal(code, 2, args.join(" "));
+    assert.equal(
+      out,
+      `signer stub: it reads no arguments, so it refuses the ${count} given (not shown): its port is PORT's, 9000 unless set (PORT=9001 deno task signer)\n`,
+    );
+  }
 });
 
 /** `HttpSender` over the stub's handler, in process. */
