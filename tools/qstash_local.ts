@@ -11,8 +11,8 @@
  * without `Retry-After`, a connection refused) is shortened to at most a
  * minute. Its console, plan caps, schedules and DLQ are not modelled.
  *
- * `deno task qstash-local` (port 8080, or `PORT`) prints the settings to
- * start the service with.
+ * `deno task qstash-local` (port 8080, or `PORT`: it refuses arguments,
+ * `--port` too) prints the settings to start the service with.
  *
  * @module
  */
@@ -220,6 +220,18 @@ export function startLocalQStash(options: {
 }
 
 if (import.meta.main) {
+  // `deno task qstash-local --port 8081` hands `--port 8081` to this
+  // script, not to Deno: refused, where serving on 8080 would go
+  // unnoticed. Counted, not shown: an argument may be a secret.
+  if (Deno.args.length > 0) {
+    const count = Deno.args.length;
+    console.error(
+      `local QStash: it reads no arguments, so it refuses the ${count} argument${
+        count === 1 ? "" : "s"
+      } given (not shown): its port is PORT's, 8080 unless set (PORT=8081 deno task qstash-local)`,
+    );
+    Deno.exit(2);
+  }
   const text = Deno.env.get("PORT") || "8080";
   const port = /^\d{1,5}$/.test(text) ? Number(text) : Number.NaN;
   if (!(port >= 0 && port <= 65535)) {

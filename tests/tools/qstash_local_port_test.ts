@@ -56,12 +56,37 @@ Deno.test("runTool kills a tool still running after its timeout and fails naming
   probe.close();
   const started = Date.now();
   await assert.rejects(
-    runTool("qstash_local.ts", ["--never-ends"], {
+    runTool("qstash_local.ts", [], {
       permissions: PERMISSIONS,
       env: { PORT: String(port), NO_COLOR: "1" },
       timeoutMs: 1_000,
     }),
-    /^Error: tools\/qstash_local\.ts \["--never-ends"\] was still running after 1000 ms and was killed/,
+    /^Error: tools\/qstash_local\.ts \[\] was still running after 1000 ms and was killed/,
   );
   assert.ok(Date.now() - started < 10_000, "killed well before the default");
+});
+
+Deno.test("qstash-local refuses arguments in one line that says PORT sets its port, and shows none of them", async () => {
+  // `deno task qstash-local --port 8081` passes `--port 8081` to the tool,
+  // which served on 8080 with nothing said.
+  for (
+    const [args, count] of [
+      [["--port", "8081"], "2 arguments"],
+      [["--port=8081"], "1 argument"],
+    ] as const
+  ) {
+    const { code, stdout, stderr } = await runTool("qstash_local.ts", [
+      ...args,
+    ], {
+      permissions: PERMISSIONS,
+      env: { PORT: "0", NO_COLOR: "1" },
+      timeoutMs: 5_000, // a refusal is at once; listening, it would be killed
+    });
+    assert.equal(code, 2, stderr);
+    assert.equal(stdout, "");
+    assert.equal(
+      stderr,
+      `local QStash: it reads no arguments, so it refuses the ${count} given (not shown): its port is PORT's, 8080 unless set (PORT=8081 deno task qstash-local)\n`,
+    );
+  }
 });
