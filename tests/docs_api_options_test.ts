@@ -6,7 +6,9 @@
  * `googleJwks()` and `routeOptions(config)`, leaving out `deliver`'s
  * `message` (what keeps a late copy of a message the queue gave up on from
  * sending), `claim` and `countAs`, `giveUp`'s `claim`, `redrive`'s two,
- * `googleJwks`'s three, `routeOptions`' `jwks` and `migrate()`'s `waitMs`.
+ * `googleJwks`'s three, `routeOptions`' `jwks` and `migrate()`'s `waitMs`;
+ * and it gave `createApp(deps)`, whose `maxBodyBytes`, `bodyTimeoutMs` and
+ * `insecureDev` only its JSDoc named.
  *
  * @module
  */
@@ -26,6 +28,7 @@ import { moveKvToPostgres } from "../store/kv_to_postgres.ts";
 import { PostgresStore } from "../store/postgres.ts";
 import { storeContract } from "../testing/store_contract.ts";
 import {
+  createApp,
   googleJwks,
   loadConfig,
   qstashPublisher,
@@ -104,6 +107,7 @@ Deno.test("docs/api.md's table names every option each call reads, and no other"
     migrate: () => new PostgresStore(sql).migrate(BOGUS as never),
     KvStore: () => new KvStore(kv, BOGUS as never),
     moveKvToPostgres: () => moveKvToPostgres(kv, sql, BOGUS as never),
+    createApp: () => createApp({ store, sender, ...BOGUS } as never),
     routeOptions: () => routeOptions(config, BOGUS as never),
     workerConfig: () => workerConfig(ENV, BOGUS as never),
     qstashPublisher: () =>
