@@ -433,7 +433,9 @@ export function verdict(s: Schedule): string {
         clockSkewMs: s.queue.clockSkewMs ?? s.clockSkewMs,
       })
     }`
-    : `; ${stopsEarlyText(s.rows.length, s.policy.maxDeliveries)}`;
+    : `; ${
+      stopsEarlyText(s.rows.length, s.policy.maxDeliveries, s.queue?.kind)
+    }`;
   // Pub/Sub guarantees only its minimum backoff per gap: say what it
   // needs, as the service's refusal does.
   const { stuckAfterMs } = s.policy;
@@ -460,11 +462,24 @@ export function verdict(s: Schedule): string {
       expiresText(s.queue, s.policy.maxDeliveries, expires ? s.rows.length : 0)
     }`
     : "";
+  // The policy's own fix, as the service's refusal says it, where neither
+  // the queue's limit nor Pub/Sub's backoff is what to change.
+  // Full jitter guarantees no wait at all: only the jitter, or a window
+  // of nothing to outlast, holds.
+  const fix = s.outlasts || early !== "" || needs !== ""
+    ? ""
+    : s.policy.jitter === "full"
+    ? `; use --jitter equal or none, or lower --stuck-after to 0${
+      s.clockSkewMs > 0 ? " and --clock-skew to 0" : ""
+    }`
+    : `; raise --max-deliveries or --base, or lower --stuck-after${
+      s.clockSkewMs > 0 ? " or --clock-skew" : ""
+    }`;
   return `rescue window ${formatDuration(s.guaranteedMs)} guaranteed (${
     formatDuration(s.worstMs)
   } worst) vs ${stuckText(stuckAfterMs, s.clockSkewMs)}: ${
     s.outlasts ? OK_TEXT : TOO_SHORT_TEXT
-  }${early}${needs}${own}${retention}`;
+  }${early}${needs}${fix}${own}${retention}`;
 }
 
 /**
@@ -570,10 +585,12 @@ export function ownTooShortText(
 
 /**
  * The verdict's words when the queue gives up before the policy's last
- * delivery.
+ * delivery, and, given the queue's kind, the flag and the setting that
+ * raise its limit, as the service's refusal names them.
  *
  * @param limit The deliveries the queue makes.
  * @param maxDeliveries The policy's.
+ * @param kind The queue's kind, for what to raise.
  * @returns The words, without a newline.
  *
  * @example QStash with 4 retries
@@ -582,15 +599,32 @@ export function ownTooShortText(
  * import assert from "node:assert/strict";
  *
  * assert.equal(
- *   stopsEarlyText(5, 10),
- *   "QUEUE GIVES UP EARLY, after 5 deliveries, before the policy's 10",
+ *   stopsEarlyText(5, 10, "qstash"),
+ *   "QUEUE GIVES UP EARLY, after 5 deliveries, before the policy's 10: give --retries 9 or more (QSTASH_RETRIES, within your plan's cap), or lower --max-deliveries",
  * );
  * ```
  */
-export function stopsEarlyText(limit: number, maxDeliveries: number): string {
+export function stopsEarlyText(
+  limit: number,
+  maxDeliveries: number,
+  kind?: QueueLimits["kind"],
+): string {
+  const raise = kind === "qstash"
+    ? `--retries ${
+      maxDeliveries - 1
+    } or more (QSTASH_RETRIES, within your plan's cap)`
+    : kind === "cloudflare"
+    ? `--max-retries ${
+      maxDeliveries - 1
+    } or more (the consumer's max_retries and CLOUDFLARE_MAX_RETRIES)`
+    : kind === "pubsub"
+    ? `--max-delivery-attempts ${maxDeliveries} or more (PUBSUB_MAX_DELIVERY_ATTEMPTS)`
+    : undefined;
   return `QUEUE GIVES UP EARLY, after ${
     deliveriesText(limit)
-  }, before the policy's ${maxDeliveries}`;
+  }, before the policy's ${maxDeliveries}${
+    raise === undefined ? "" : `: give ${raise}, or lower --max-deliveries`
+  }`;
 }
 
 /**

@@ -233,16 +233,21 @@ Deno.test("formatSchedule() prints one duration where min and max agree (no jitt
 Deno.test("verdict() says TOO SHORT when the guaranteed window is shorter than stuckAfterMs and the clock skew", () => {
   assert.equal(
     verdict(schedule({ maxDeliveries: 3 })),
-    `rescue window 7.5s guaranteed (15s worst) vs stuck after 5m0s + clock skew 5s: ${TOO_SHORT_TEXT}`,
+    `rescue window 7.5s guaranteed (15s worst) vs stuck after 5m0s + clock skew 5s: ${TOO_SHORT_TEXT}; raise --max-deliveries or --base, or lower --stuck-after or --clock-skew`,
   );
   assert.equal(
     verdict(schedule({ maxDeliveries: 3 }, undefined, { clockSkewMs: 0 })),
-    `rescue window 7.5s guaranteed (15s worst) vs stuck after 5m0s: ${TOO_SHORT_TEXT}`,
+    `rescue window 7.5s guaranteed (15s worst) vs stuck after 5m0s: ${TOO_SHORT_TEXT}; raise --max-deliveries or --base, or lower --stuck-after`,
   );
-  // Full jitter guarantees nothing, however long the worst case.
+  // Full jitter guarantees nothing, however long the worst case: no
+  // number of deliveries helps, and the fix said is the jitter's.
   const full = schedule({ jitter: "full" });
   assert.equal(full.guaranteedMs, 0);
   assert.equal(full.outlasts, false);
+  assert.match(
+    verdict(full),
+    /; use --jitter equal or none, or lower --stuck-after to 0 and --clock-skew to 0$/,
+  );
   // A window exactly as long as stuckAfterMs and the skew is enough (the
   // service's rule).
   assert.equal(schedule({ stuckAfterMs: 312_500 }).outlasts, true);
@@ -419,7 +424,7 @@ Deno.test("tools/schedule.ts exits 1 with TOO SHORT for --max-deliveries 3", asy
   assert.match(stdout, /^#3 +poisoned +-$/m);
   assert.ok(
     stdout.trimEnd().endsWith(
-      `vs stuck after 5m0s + clock skew 5s: TOO SHORT, a settling payment can be poisoned before its rescue`,
+      `vs stuck after 5m0s + clock skew 5s: TOO SHORT, a settling payment can be poisoned before its rescue; raise --max-deliveries or --base, or lower --stuck-after or --clock-skew`,
     ),
   );
 });
@@ -611,7 +616,7 @@ Deno.test("formatSchedule() under QStash with 4 retries ends where the queue giv
   assert.match(text, /^#5 +queue gives up +-$/m);
   assert.match(
     text,
-    /rescue window 37\.5s guaranteed \(1m15s worst\) vs stuck after 5m0s \+ clock skew 5s: TOO SHORT, .*; QUEUE GIVES UP EARLY, after 5 deliveries, before the policy's 10\n$/,
+    /rescue window 37\.5s guaranteed \(1m15s worst\) vs stuck after 5m0s \+ clock skew 5s: TOO SHORT, [^;]*; QUEUE GIVES UP EARLY, after 5 deliveries, before the policy's 10: give --retries 9 or more \(QSTASH_RETRIES, within your plan's cap\), or lower --max-deliveries\n$/,
   );
 });
 
@@ -1625,4 +1630,31 @@ Deno.test("the schedule's texts count one delivery in the singular", () => {
     "QUEUE GIVES UP EARLY, after 1 delivery, before the policy's 10",
   );
   assert.match(stopsEarlyText(2, 10), /after 2 deliveries,/);
+});
+
+Deno.test("verdict() says which flag and setting to raise where the queue gives up early, as the service's refusal does", () => {
+  const policy = { maxDeliveries: 10 };
+  assert.match(
+    verdict(schedule(policy, { kind: "cloudflare", maxRetries: 3 })),
+    /; QUEUE GIVES UP EARLY, after 4 deliveries, before the policy's 10: give --max-retries 9 or more \(the consumer's max_retries and CLOUDFLARE_MAX_RETRIES\), or lower --max-deliveries$/,
+  );
+  assert.match(
+    verdict(schedule(policy, { kind: "qstash", retries: 4 })),
+    /; QUEUE GIVES UP EARLY, after 5 deliveries, before the policy's 10: give --retries 9 or more \(QSTASH_RETRIES, within your plan's cap\), or lower --max-deliveries$/,
+  );
+  // Pub/Sub's attempts count the first delivery.
+  const pubsub = verdict(
+    schedule(policy, {
+      kind: "pubsub",
+      maxDeliveryAttempts: 5,
+      minBackoffMs: 60_000,
+      maxBackoffMs: 600_000,
+    }),
+  );
+  assert.match(
+    pubsub,
+    /QUEUE GIVES UP EARLY, after 5 deliveries, before the policy's 10: give --max-delivery-attempts 10 or more \(PUBSUB_MAX_DELIVERY_ATTEMPTS\), or lower --max-deliveries/,
+  );
+  // The too-short window is the queue's: its fix is the one said.
+  assert.doesNotMatch(pubsub, /raise --max-deliveries or --base/);
 });
