@@ -1643,6 +1643,8 @@ let listened = false;
  * secret anyone can read, `RELAYER_INSECURE_DEV`: taken on loopback only).
  */
 let started: Config | undefined;
+/** The environment's `PORT` at start, which `main.ts` never reads. */
+let portSetting: string | undefined;
 
 /**
  * What went wrong when `deno serve` tried to listen, in one line, or
@@ -1742,6 +1744,44 @@ export function ignoredArgumentsLine(
   } ignored: deno task start passes what follows it to main.ts, not to deno serve, and always serves on 127.0.0.1:8000. The settings are environment variables (docs/routes.md#deploy-to-deno-deploy-with-qstash); another port or host is deno serve's: deno serve --host 127.0.0.1 --port 8001 --allow-net --allow-env --allow-read --allow-write=./data main.ts`;
 }
 
+/**
+ * The line that says the environment's `PORT` is not where the service
+ * listens, or `undefined` where it is, or is unset: `deno task signer` and
+ * `qstash-local` take `PORT`, and `PORT=8001 deno task start` served on
+ * 8000 with nothing said. Its value is shown only as a port number.
+ *
+ * @param port The environment's `PORT`.
+ * @param listening The port the service listens on.
+ * @returns The line, or `undefined`.
+ *
+ * @example A port main.ts never reads
+ * ```ts
+ * import { ignoredPortLine } from "./main.ts";
+ * import assert from "node:assert/strict";
+ *
+ * assert.match(
+ *   ignoredPortLine("8001", 8000)!,
+ *   /^relayer: PORT is 8001, but main\.ts does not read it: it listens where deno serve's --port says, 8000 here /,
+ * );
+ * assert.equal(ignoredPortLine("8000", 8000), undefined);
+ * assert.equal(ignoredPortLine(undefined, 8000), undefined);
+ * ```
+ */
+export function ignoredPortLine(
+  port: string | undefined,
+  listening: number,
+): string | undefined {
+  if (port === undefined || port === "" || port === String(listening)) {
+    return undefined;
+  }
+  const shown = /^\d{1,5}$/.test(port) ? port : undefined;
+  return `relayer: PORT is ${
+    shown ?? "set"
+  }, but main.ts does not read it: it listens where deno serve's --port says, ${listening} here (deno task start always serves on 127.0.0.1:8000); another port is deno serve's: deno serve --host 127.0.0.1 --port ${
+    shown ?? "8001"
+  } --allow-net --allow-env --allow-read --allow-write=./data main.ts`;
+}
+
 /** How often, at most, the log says that a write met the file size limit. */
 const FILE_SIZE_LOG_INTERVAL_MS = 60_000;
 
@@ -1768,6 +1808,7 @@ if (import.meta.main) {
     // named above (with a Worker's refusal) but do not refuse its start.
     config = loadConfig(serviceSettings(env));
     started = config;
+    portSetting = env.PORT;
     // Deno Deploy stops an instance 5 s after SIGINT, under any drain.
     if (config.onDeploy) drainMs = DEPLOY_DRAIN_MS;
   } catch (error) {
@@ -1960,6 +2001,10 @@ export default {
     }
     if (announce === undefined) return;
     announce(`relayer: listening on ${where}`);
+    const port = address.transport === "tcp" && !started?.onDeploy
+      ? ignoredPortLine(portSetting, address.port)
+      : undefined;
+    if (port !== undefined) announce(port);
   },
   fetch(
     request: Request,

@@ -104,3 +104,58 @@ Deno.test("ignoredArgumentsLine() names a flag of at most 40 characters up to it
     line,
   );
 });
+
+Deno.test(
+  "main.ts with a PORT it does not listen on says so after its start line, and where another port is set; not with the PORT it listens on",
+  timeout(30_000, async () => {
+    // `deno task signer` and `qstash-local` take PORT: `PORT=8001 deno task
+    // start` served on 8000 with nothing said.
+    const dir = await Deno.makeTempDir({ prefix: "relayer_start_port_" });
+    const env = {
+      SENDER_URL: "http://127.0.0.1:9/",
+      WEBHOOK_SECRET: "start-secret-0123456789abcdef",
+      KV_PATH: `${dir}/relayer.kv`,
+    };
+    const run = async (port: string, listenPort = 0) => {
+      const service = startMain({ ...env, PORT: port }, {
+        writeDir: dir,
+        port: listenPort,
+      });
+      try {
+        const base = await service.base();
+        assert.notEqual(base, null, "it did not serve");
+        service.child.kill("SIGTERM");
+        const { code, stdout, stderr } = await service.ended();
+        assert.equal(code, 0, `${stdout}\n${stderr}`);
+        return { lines: stdout.trim().split("\n"), port: new URL(base!).port };
+      } finally {
+        service.kill();
+        await service.ended().catch(() => {});
+      }
+    };
+    try {
+      const { lines, port } = await run("8001");
+      assert.match(lines[1]!, /^relayer: listening on /);
+      assert.equal(
+        lines[2],
+        `relayer: PORT is 8001, but main.ts does not read it: it listens where deno serve's --port says, ${port} here (deno task start always serves on 127.0.0.1:8000); another port is deno serve's: deno serve --host 127.0.0.1 --port 8001 --allow-net --allow-env --allow-read --allow-write=./data main.ts`,
+      );
+      // Not a port: named, its value not shown.
+      const odd = await run("http://x");
+      assert.match(
+        odd.lines[2]!,
+        /^relayer: PORT is set, but main\.ts does not read it: it listens where deno serve's --port says, \d+ here /,
+      );
+      assert.doesNotMatch(odd.lines.join("\n"), /http:\/\/x/);
+      // The port it listens on (a platform's PORT passed to --port): nothing.
+      const free = Deno.listen({ hostname: "127.0.0.1", port: 0 });
+      const freePort = (free.addr as Deno.NetAddr).port;
+      free.close();
+      const same = await run(String(freePort), freePort);
+      assert.equal(same.port, String(freePort));
+      assert.doesNotMatch(same.lines.join("\n"), /PORT/);
+    } finally {
+      await Deno.remove(dir, { recursive: true });
+    }
+  }),
+);
