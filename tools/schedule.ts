@@ -618,7 +618,7 @@ export function stopsEarlyText(
       maxDeliveries - 1
     } or more (the consumer's max_retries and CLOUDFLARE_MAX_RETRIES)`
     : kind === "pubsub"
-    ? `--max-delivery-attempts ${maxDeliveries} or more (PUBSUB_MAX_DELIVERY_ATTEMPTS)`
+    ? `--max-delivery-attempts ${maxDeliveries} or more (the subscription's max delivery attempts and PUBSUB_MAX_DELIVERY_ATTEMPTS)`
     : undefined;
   return `QUEUE GIVES UP EARLY, after ${
     deliveriesText(limit)

@@ -1653,7 +1653,7 @@ Deno.test("verdict() says which flag and setting to raise where the queue gives 
   );
   assert.match(
     pubsub,
-    /QUEUE GIVES UP EARLY, after 5 deliveries, before the policy's 10: give --max-delivery-attempts 10 or more \(PUBSUB_MAX_DELIVERY_ATTEMPTS\), or lower --max-deliveries/,
+    /QUEUE GIVES UP EARLY, after 5 deliveries, before the policy's 10: give --max-delivery-attempts 10 or more \(the subscription's max delivery attempts and PUBSUB_MAX_DELIVERY_ATTEMPTS\), or lower --max-deliveries/,
   );
   // The too-short window is the queue's: its fix is the one said.
   assert.doesNotMatch(pubsub, /raise --max-deliveries or --base/);
