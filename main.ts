@@ -42,6 +42,7 @@ import {
 } from "./store/_postgres_socket.ts";
 import { type KvAtomic, type KvKey, type KvLike, KvStore } from "./store/kv.ts";
 import { whileLocked } from "./store/_group_commit.ts";
+import { COUNT_TTL_MS } from "./store/_rules.ts";
 import { tlsRefusalOf } from "./store/_postgres_tls.ts";
 import { messageOf, secretMasker } from "./policy/_walk.ts";
 import { formatDuration } from "./policy/format_duration.ts";
@@ -660,11 +661,16 @@ async function refuseReadOnly(kv: Deno.Kv, path: string): Promise<void> {
 export const LINE_PREFIX: readonly string[] = ["relayer_line"];
 
 /**
- * How long a job's line is kept past its message's delay: as long as the
- * store keeps the job's count. One gone before its message comes only
- * lets that message be handled, as one without a line is.
+ * How long a job's line is kept past its message's delay, or past the
+ * delivery that ended the job: 8 days past the longest wait the policy
+ * asks (`CAP`), as the store keeps the job's count. A message of the job
+ * enqueued before waits at most `CAP` (a retry's delay, or a wait after
+ * the store failed); a line gone before it comes lets it be handled as a
+ * fresh job, counted again from 1, and a dropped job's would send.
  */
-const LINE_KEPT_MS = 8 * 24 * 60 * 60 * 1000;
+function lineKeptMs(capMs: number): number {
+  return COUNT_TTL_MS + capMs;
+}
 
 /** Where Deno KV keeps a local-queue message it gave up delivering. */
 export const UNDELIVERED_PREFIX: readonly string[] = ["relayer_undelivered"];
@@ -1231,6 +1237,7 @@ export async function openService(
     url: config.sender.url,
     timeoutMs: config.sender.timeoutMs,
   });
+  const lineKept = lineKeptMs(config.policy.capMs);
   // loadConfig refuses KV_QUEUE with DATABASE_URL: here `kv` is open.
   const send: LocalEnqueue | undefined = config.kvQueue && kv
     ? async (message, delay) => {
@@ -1247,7 +1254,7 @@ export async function openService(
         // The job's line, in the commit that enqueues: this message is
         // its newest, and the older ones are acked unhandled.
         atomic.set([...LINE_PREFIX, jobId], id, {
-          expireIn: delay + LINE_KEPT_MS,
+          expireIn: delay + lineKept,
         });
       }
       atomic.enqueue(
@@ -1346,7 +1353,7 @@ export async function openService(
         const { ok } = await whileLocked(() =>
           kv.atomic()
             .check({ key, versionstamp: read.versionstamp })
-            .set(key, { ended: id }, { expireIn: LINE_KEPT_MS })
+            .set(key, { ended: id }, { expireIn: lineKept })
             .commit()
         );
         return ok;

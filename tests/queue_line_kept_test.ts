@@ -1,0 +1,166 @@
+/**
+ * How long the local Deno KV queue keeps a job's line (`main.ts`,
+ * `LINE_PREFIX`): as long as an older message of the job can still come.
+ * Deno KV expires a key by its own wall clock, which a test cannot move:
+ * here each line's key is read as absent once the test's clock passes the
+ * `expireIn` its commit asked for, as Deno KV reads it then.
+ */
+import assert from "node:assert/strict";
+import { openService } from "../main.ts";
+import { loadConfig } from "../webhook/config.ts";
+import { timeout } from "./_timeout.ts";
+
+const OPS = "queue-ops-token-0123456789";
+const DAY_MS = 24 * 60 * 60 * 1000;
+
+Deno.test(
+  "openService() with KV_QUEUE=1 and a CAP past 8 days: an older message of a dropped job, due after the drop, is acked unhandled and sends nothing",
+  timeout(60_000, async () => {
+    const dir = await Deno.makeTempDir({ prefix: "relayer_queue_kept_" });
+    let sends = 0;
+    const stub = Deno.serve(
+      { port: 0, hostname: "127.0.0.1", onListen() {} },
+      async (request) => {
+        await request.body?.cancel();
+        if (new URL(request.url).pathname === "/send") {
+          sends++;
+          return Response.json({ txHash: "0xabc" });
+        }
+        return Response.json({ status: "pending" });
+      },
+    );
+    const clock = { stepMs: 0 };
+    const now = () => Date.now() + clock.stepMs;
+    // Each line's expiry, by the test's clock, as its commit asked.
+    const expiresAt = new Map<string, number>();
+    const set = Deno.AtomicOperation.prototype.set;
+    Deno.AtomicOperation.prototype.set = function (
+      this: Deno.AtomicOperation,
+      key,
+      value,
+      options,
+    ) {
+      if (key[0] === "relayer_line" && options?.expireIn !== undefined) {
+        expiresAt.set(String(key[1]), now() + options.expireIn);
+      }
+      return set.call(this, key, value, options);
+    };
+    const get = Deno.Kv.prototype.get;
+    Deno.Kv.prototype.get = async function (
+      this: Deno.Kv,
+      key: Deno.KvKey,
+      options?: { consistency?: Deno.KvConsistencyLevel },
+    ) {
+      const entry = await get.call(this, key, options);
+      const at = key[0] === "relayer_line"
+        ? expiresAt.get(String(key[1]))
+        : undefined;
+      return at !== undefined && now() >= at
+        ? { key, value: null, versionstamp: null }
+        : entry;
+      // deno-lint-ignore no-explicit-any
+    } as any;
+    // Each message as enqueued, with its delay.
+    const enqueued: { value: { id?: string }; delay: number }[] = [];
+    const enqueue = Deno.AtomicOperation.prototype.enqueue;
+    Deno.AtomicOperation.prototype.enqueue = function (
+      this: Deno.AtomicOperation,
+      value,
+      options,
+    ) {
+      enqueued.push({
+        value: value as { id?: string },
+        delay: options?.delay ?? 0,
+      });
+      return enqueue.call(this, value, options);
+    };
+    const lines: string[] = [];
+    const service = await openService(
+      loadConfig({
+        SENDER_URL: `http://127.0.0.1:${stub.addr.port}`,
+        OPS_TOKEN: OPS,
+        WEBHOOK_SECRET: "queue-secret-0123456789",
+        KV_PATH: `${dir}/relayer.kv`,
+        KV_QUEUE: "1",
+        MAX_DELIVERIES: "2",
+        BASE: "240h",
+        CAP: "240h",
+        JITTER: "none",
+        CLOCK_SKEW: "0", // one process, one clock
+      }),
+      { now, log: (line) => lines.push(line) },
+    );
+    const queueJob = async () => {
+      const res = await service.app.request("/v1/jobs", {
+        method: "POST",
+        headers: { authorization: `Bearer ${OPS}` },
+        body: JSON.stringify({ intentId: "pi_0001", kind: "settle" }),
+      });
+      assert.equal(res.status, 202);
+    };
+    const until = async (pattern: RegExp, count = 1) => {
+      const deadline = Date.now() + 10_000;
+      while (
+        lines.filter((l) => pattern.test(l)).length < count &&
+        Date.now() < deadline
+      ) await new Promise((resolve) => setTimeout(resolve, 20));
+      assert.ok(
+        lines.filter((l) => pattern.test(l)).length >= count,
+        lines.join("\n"),
+      );
+    };
+    try {
+      const { store } = service;
+      await store.createIntent({ id: "pi_0001", state: "created" });
+      // Its first delivery finds it not authorized: again in 10 days.
+      await queueJob();
+      await until(/ retry /);
+      const older = enqueued.at(-1)!;
+      assert.equal(older.delay, 10 * DAY_MS);
+      // Queued again (an operator's nudge): that message takes the line,
+      // and its delivery, the last, drops the job.
+      await queueJob();
+      await until(/ poison /);
+      // The payments API authorizes the intent since.
+      await store.recordHold("pi_0001");
+      const created = (await store.getIntent("pi_0001"))!;
+      await store.transition("pi_0001", {
+        from: "created",
+        to: "authorized",
+        version: created.version,
+        at: now(),
+      });
+      // The older message comes when due, 10 days on: the job it belongs
+      // to was dropped, and it must not go on as a fresh one.
+      clock.stepMs = older.delay + 1_000;
+      const before = lines.length;
+      await service.kv!.enqueue(older.value);
+      const deadline = Date.now() + 10_000;
+      while (lines.length === before && Date.now() < deadline) {
+        await new Promise((resolve) => setTimeout(resolve, 20));
+      }
+      // Its line: acked unhandled, or its delivery's outcome after the send.
+      const intent = await store.getIntent("pi_0001");
+      assert.deepEqual(
+        [sends, intent?.state],
+        [0, "authorized"],
+        `the dropped job's older message went on as a fresh job:\n${
+          lines.join("\n")
+        }`,
+      );
+      assert.ok(
+        lines.some((l) =>
+          l.includes(`acked message ${older.value.id} unhandled`)
+        ),
+        lines.join("\n"),
+      );
+    } finally {
+      Deno.AtomicOperation.prototype.set = set;
+      Deno.AtomicOperation.prototype.enqueue = enqueue;
+      Deno.Kv.prototype.get = get;
+      await service.drain(1_000);
+      await stub.shutdown();
+      await Deno.remove(dir, { recursive: true });
+    }
+  }),
+);
