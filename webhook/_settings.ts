@@ -185,7 +185,8 @@ export function unknownSettingLines(names: Iterable<string>): string[] {
  * `CLOUDFLARE_*` settings beside it that a Worker takes on their own, as a
  * message retention is counted with the other's, `CLOUDFLARE_MAX_RETRIES`
  * and `CLOUDFLARE_DELIVERY_DELAY`; a refusal that names another setting
- * set is on that one's line); where the service's own
+ * set is on that one's line, and one of a `CLOUDFLARE_*` setting not set,
+ * a retention counted as 24 h, on a line of its own that names it); where the service's own
  * settings are refused first, a check that comes after theirs cannot be
  * judged, and the line says it is checked once they are taken.
  */
@@ -207,11 +208,20 @@ export function unreadSettingLines(
   for (const name of cloudflare) {
     if (!ownRefusal(service, name, env[name])) taken[name] = env[name];
   }
+  // A refusal of a Worker's setting not given (a retention counted as 24 h):
+  // no value set here is at fault, and its own line names it.
+  const unset = new Map<string, string>();
   for (const name of cloudflare) {
     const refused = refusalNamed({ ...service, ...taken, [name]: env[name] });
-    // Another setting's, set beside it: its own line names it.
-    const refusal = refused !== undefined && refused.setting !== name &&
-        taken[refused.setting] !== undefined
+    const unsetOne = refused !== undefined && refused.setting !== name &&
+      (CLOUDFLARE_ONLY as readonly string[]).includes(refused.setting) &&
+      !env[refused.setting];
+    if (unsetOne && !unset.has(refused.setting)) {
+      unset.set(refused.setting, refused.message);
+    }
+    // Another setting's, set beside it or not set: that one's line names it.
+    const refusal = unsetOne || (refused !== undefined &&
+        refused.setting !== name && taken[refused.setting] !== undefined)
       ? undefined
       : refused?.message;
     const said =
@@ -222,6 +232,11 @@ export function unreadSettingLines(
         : refusal !== serviceRefusal
         ? `${said}; a Worker given this value refuses to start: ${refusal}`
         : `${said} (its value is checked once the service's own settings are taken)`,
+    );
+  }
+  for (const [name, refusal] of unset) {
+    lines.push(
+      `relayer: ${name} is not set, and a Cloudflare Worker given the CLOUDFLARE_ settings set here refuses to start for it (this service consumes no Cloudflare queue, and starts): ${refusal}`,
     );
   }
   return lines;

@@ -548,3 +548,42 @@ Deno.test("each CLOUDFLARE_ setting is named with its own refusal, or none: a Wo
     `${said("CLOUDFLARE_DELIVERY_DELAY")} (its value is checked all the same)`,
   ]);
 });
+
+Deno.test("a Worker's refusal of a CLOUDFLARE_ retention not set (counted as 24 h) is named on that setting's own line, not on the values set beside it", () => {
+  const said = (name: string) =>
+    `relayer: ${name} is set, but only a Cloudflare Worker reads it (its queue handler, createQueueHandler) and this service consumes no Cloudflare queue, so it is ignored here (its value is checked all the same)`;
+  // Waits of 1h doubling to 12h over 9 retries outlast the jobs queue's
+  // retention, not set: counted as 24 h. CLOUDFLARE_DLQ_MAX_RETRIES=100 has
+  // no part in it.
+  const env = {
+    SENDER_URL: "http://127.0.0.1:9000",
+    WEBHOOK_SECRET: "a-webhook-secret-16",
+    MAX_DELIVERIES: "10",
+    BASE: "1h",
+    CAP: "12h",
+    CLOUDFLARE_MAX_RETRIES: "9",
+    CLOUDFLARE_DLQ_MAX_RETRIES: "100",
+  };
+  const error = refusal(env);
+  assert.equal(error.setting, "CLOUDFLARE_MESSAGE_RETENTION");
+  assert.match(error.message, /is unset, so it is counted as 24h0m0s/);
+  assert.deepEqual(unreadSettingLines(env), [
+    said("CLOUDFLARE_MAX_RETRIES"),
+    said("CLOUDFLARE_DLQ_MAX_RETRIES"),
+    `relayer: CLOUDFLARE_MESSAGE_RETENTION is not set, and a Cloudflare Worker given the CLOUDFLARE_ settings set here refuses to start for it (this service consumes no Cloudflare queue, and starts): ${error.message}`,
+  ]);
+  // Given, and long enough: nothing is refused.
+  assert.deepEqual(
+    unreadSettingLines({
+      ...env,
+      CLOUDFLARE_MESSAGE_RETENTION: "336h",
+      CLOUDFLARE_DLQ_MESSAGE_RETENTION: "336h",
+    }),
+    [
+      said("CLOUDFLARE_MAX_RETRIES"),
+      said("CLOUDFLARE_DLQ_MAX_RETRIES"),
+      said("CLOUDFLARE_MESSAGE_RETENTION"),
+      said("CLOUDFLARE_DLQ_MESSAGE_RETENTION"),
+    ],
+  );
+});
