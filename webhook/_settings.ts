@@ -472,7 +472,9 @@ export interface WorkerConfig {
    * a setting's but none (`MAX_DELIVERY`, as `main.ts` names it), those
    * only `main.ts` reads, those nothing reads beside the rest, and, for a
    * Worker on PostgreSQL (`database`), a `DATABASE_URL` beside a Hyperdrive
-   * binding `HYPERDRIVE`, which it connects through instead.
+   * binding `HYPERDRIVE`, which it connects through instead; and, for a
+   * Worker that consumes no queue (`queues: false`), each `CLOUDFLARE_*`
+   * setting.
    */
   readonly unread: readonly string[];
   /**
@@ -504,7 +506,8 @@ const HYPERDRIVE_BESIDE =
 /**
  * A Cloudflare Worker's settings: `loadConfig` over its environment, its
  * queues' `max_retries` Cloudflare's 3 where `CLOUDFLARE_MAX_RETRIES` or
- * `CLOUDFLARE_DLQ_MAX_RETRIES` is not set, without the settings only
+ * `CLOUDFLARE_DLQ_MAX_RETRIES` is not set (unless `queues: false`: a
+ * Worker that consumes no queue reads neither), without the settings only
  * `main.ts` reads (its Deno KV store and queue, its QStash publisher, Deno
  * Deploy's own, and `DATABASE_URL` unless `database`), which a Worker
  * neither checks nor refuses, whatever their value (but an `OPS_TOKEN`
@@ -549,15 +552,22 @@ const HYPERDRIVE_BESIDE =
  * beside its bindings.
  * @param options `database`: the Worker keeps its state in PostgreSQL, and
  * reads `DATABASE_URL` (beside a Hyperdrive binding `HYPERDRIVE`, which it
- * then connects through, `DATABASE_URL` is named as ignored).
+ * then connects through, `DATABASE_URL` is named as ignored). `queues`
+ * (default `true`): `false` for a Worker that consumes no Cloudflare queue
+ * (fetch only: QStash's route, the generic one), which is then held to no
+ * queue's `max_retries` or retention: its `CLOUDFLARE_*` settings are
+ * neither checked nor defaulted (`config.queues.cloudflare` is absent), and
+ * each given is named as ignored. A queue handler built from that `config`
+ * anyway is refused by `createQueueHandler`, whose `maxRetries` not given
+ * is Cloudflare's 3.
  * @returns The checked settings, and what names those unread.
  * @throws {ConfigError} For a setting the Worker reads that is refused.
  * @throws {TypeError} For an `env` that is not an object, or is an array;
- * for an option other than `database`, or a `database` not a boolean.
+ * for an option other than `database` and `queues`, or one not a boolean.
  */
 export function workerConfig(
   env: object,
-  options: { readonly database?: boolean } = {},
+  options: { readonly database?: boolean; readonly queues?: boolean } = {},
 ): WorkerConfig {
   if (typeof env !== "object" || env === null || Array.isArray(env)) {
     // A spread of it would be no settings at all (an array's, its
@@ -570,9 +580,12 @@ export function workerConfig(
   }
   // A misspelt or non-boolean `database` would leave DATABASE_URL unread,
   // the Worker's store unchecked, with nothing said.
-  assertOptionNames("read the Worker's settings", options, ["database"], {
-    example: "{ database: true }",
-  });
+  assertOptionNames(
+    "read the Worker's settings",
+    options,
+    ["database", "queues"],
+    { example: "{ database: true }" },
+  );
   if (
     options.database !== undefined && typeof options.database !== "boolean"
   ) {
@@ -582,12 +595,32 @@ export function workerConfig(
       }`,
     );
   }
+  // A misspelt value would hold a fetch-only Worker to a queue's retries,
+  // or a consumer to none.
+  if (options.queues !== undefined && typeof options.queues !== "boolean") {
+    throw new TypeError(
+      `Cannot read the Worker's settings as 'queues' must be true or false (false: the Worker consumes no Cloudflare queue): current value is ${
+        show(options.queues)
+      }`,
+    );
+  }
   // An object, not a record: workerd's Env is an interface.
   const settings: Record<string, unknown> = { ...env };
+  const consumes = options.queues !== false;
+  // A Worker that consumes no queue (fetch only: QStash's route, the
+  // generic one) reads none of a consumer's settings: named, not checked.
+  const consumerOnly = consumes
+    ? []
+    : CLOUDFLARE_ONLY.filter((name) =>
+      settings[name] !== undefined && settings[name] !== ""
+    );
+  if (!consumes) {
+    for (const name of CLOUDFLARE_ONLY) delete settings[name];
+  }
   // Not given, or given empty (wrangler.toml's ""), which loadConfig reads
   // as not set: Cloudflare's default, which the consumer runs with.
   for (const [name, value] of Object.entries(CLOUDFLARE_DEFAULTS)) {
-    if ((settings[name] ?? "") === "") settings[name] = value;
+    if (consumes && (settings[name] ?? "") === "") settings[name] = value;
   }
   const ignored = Object.keys(SERVICE_ONLY).filter((name) =>
     name !== "DATABASE_URL" || options.database !== true
@@ -647,6 +680,9 @@ export function workerConfig(
       `relayer: ${name} is set, but only main.ts reads it (${
         SERVICE_ONLY[name]
       }), not a Cloudflare Worker, so it is ignored: remove it from the Worker's settings`
+    ),
+    ...consumerOnly.map((name) =>
+      `relayer: ${name} is set, but only a Cloudflare Queues consumer reads it (its queue handler, createQueueHandler), and this Worker consumes no queue (workerConfig's queues: false), so it is ignored: remove it from the Worker's settings, or pass queues: true if it consumes one`
     ),
     ...unreadBesideLines(text, true),
   ];

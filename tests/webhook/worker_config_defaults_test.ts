@@ -7,7 +7,9 @@
  * @module
  */
 import assert from "node:assert/strict";
-import { workerConfig } from "../../webhook/app.ts";
+import { createApp, workerConfig } from "../../webhook/app.ts";
+import { createQueueHandler } from "../../cloudflare/queue_handler.ts";
+import { HttpSender, MemoryStore } from "../../mod.ts";
 
 const ENV = {
   SENDER_URL: "http://127.0.0.1:9",
@@ -69,4 +71,68 @@ Deno.test("workerConfig takes Cloudflare's default of 3 for CLOUDFLARE_MAX_RETRI
       }),
     /^ConfigError: CLOUDFLARE_DLQ_MAX_RETRIES is 3, its default/,
   );
+});
+
+Deno.test("workerConfig with queues: false holds a Worker that consumes no queue (fetch only) to no queue's max_retries, and names each CLOUDFLARE_ setting it is given as ignored", () => {
+  // A fetch-only Worker (QStash's route, the generic one) with the
+  // service's defaults: neither max_retries set, nothing refused.
+  const { config, unread } = workerConfig(ENV, { queues: false });
+  assert.equal(config.queues.cloudflare, undefined);
+  assert.equal(config.cloudflareDeadLetterMaxRetries, undefined);
+  assert.deepEqual(unread, []);
+  // A CAP the Worker's queue could not give a rescue window under (its
+  // delays at most 12 h) is no queue's here either.
+  const long = {
+    ...ENV,
+    MAX_DELIVERIES: "3",
+    BASE: "24h",
+    CAP: "24h",
+    JITTER: "none",
+    STUCK_AFTER: "30h",
+  };
+  assert.throws(
+    () => workerConfig({ ...long, CLOUDFLARE_MAX_RETRIES: "9" }),
+    /^ConfigError: On Cloudflare Queues/,
+  );
+  assert.equal(
+    workerConfig(long, { queues: false }).config.policy.capMs,
+    24 * 60 * 60 * 1000,
+  );
+  // A consumer's settings given anyway, even ones a consumer refuses:
+  // read by nothing here, named once each.
+  const given = workerConfig(
+    { ...ENV, CLOUDFLARE_MAX_RETRIES: "3", CLOUDFLARE_MESSAGE_RETENTION: "1" },
+    { queues: false },
+  );
+  assert.equal(given.config.queues.cloudflare, undefined);
+  assert.deepEqual(
+    given.unread,
+    ["CLOUDFLARE_MAX_RETRIES", "CLOUDFLARE_MESSAGE_RETENTION"].map((name) =>
+      `relayer: ${name} is set, but only a Cloudflare Queues consumer reads it (its queue handler, createQueueHandler), and this Worker consumes no queue (workerConfig's queues: false), so it is ignored: remove it from the Worker's settings, or pass queues: true if it consumes one`
+    ),
+  );
+  // A queue handler built from it anyway is refused by the handler: its
+  // max_retries not given is Cloudflare's 3.
+  const app = createApp({
+    store: new MemoryStore(),
+    sender: new HttpSender(config.sender),
+    policy: config.policy,
+  });
+  assert.throws(
+    () =>
+      createQueueHandler({
+        relayer: app.relayer,
+        maxRetries: config.queues.cloudflare?.maxRetries,
+        deadLetterQueue: "relayer-jobs-dlq",
+        deadLetterMaxRetries: config.cloudflareDeadLetterMaxRetries,
+      }),
+    /^RangeError: Cannot create queue handler as 'maxRetries' must be at least maxDeliveries - 1 = 9/,
+  );
+  // A consumer (queues: true, the default) is held exactly as before.
+  for (const options of [{}, { queues: true }]) {
+    assert.throws(
+      () => workerConfig(ENV, options),
+      /^ConfigError: CLOUDFLARE_MAX_RETRIES is 3, its default /,
+    );
+  }
 });

@@ -24,7 +24,7 @@ Deno.test("workerConfig refuses an option it does not read, naming the one it re
     {
       name: "TypeError",
       message:
-        `Cannot read the Worker's settings as "databse" is not one of its options (database): check its spelling`,
+        `Cannot read the Worker's settings as "databse" is not one of its options (database, queues): check its spelling`,
     },
   );
 });
@@ -42,7 +42,20 @@ Deno.test("workerConfig refuses a database option that is not true or false", ()
   }
 });
 
-Deno.test("workerConfig takes its one option, or none", () => {
+Deno.test("workerConfig refuses a queues option that is not true or false", () => {
+  for (const queues of ["false", 0, null]) {
+    assert.throws(
+      () => workerConfig(ENV, { queues } as never),
+      (error) =>
+        error instanceof TypeError &&
+        /^Cannot read the Worker's settings as 'queues' must be true or false \(false: the Worker consumes no Cloudflare queue\): current value is /
+          .test(error.message),
+      String(queues),
+    );
+  }
+});
+
+Deno.test("workerConfig takes its options, or none", () => {
   assert.ok(workerConfig(ENV, { database: true }).config.database);
   assert.equal(
     workerConfig(ENV, { database: false }).config.database,
