@@ -165,3 +165,32 @@ Deno.test("a Worker with RELAYER_INSECURE_DEV reached off this machine names as 
     );
   }
 });
+
+Deno.test("a Worker with RELAYER_INSECURE_DEV and every key but OPS_TOKEN says on its first event that the ops routes take unsigned requests, and with every key, that no route does", async () => {
+  const base = "http://127.0.0.1:8787";
+  const keys = {
+    PUBLIC_URL: base,
+    QSTASH_CURRENT_SIGNING_KEY: "sig_current_0123456789",
+    QSTASH_NEXT_SIGNING_KEY: "sig_next_0123456789ab",
+    PUBSUB_AUDIENCE: `${base}/v1/pubsub`,
+    PUBSUB_SERVICE_ACCOUNT: "push@p.iam.gserviceaccount.com",
+    PUBSUB_MIN_BACKOFF: "40s",
+    PUBSUB_DEAD_LETTER_AUDIENCE: `${base}/v1/pubsub/dead-letter`,
+    PUBSUB_MAX_DELIVERY_ATTEMPTS: "10",
+    WEBHOOK_SECRET: "a-webhook-secret-16",
+  };
+  const cases: [Record<string, string>, string][] = [
+    [keys, "the ops routes"],
+    [
+      { ...keys, OPS_TOKEN: "an-ops-token-of-16" },
+      "no route: every key is set",
+    ],
+  ];
+  for (const [env, open] of cases) {
+    const { fetch, logged } = worker({ ...ENV, ...env });
+    await (await fetch(new Request(`${base}/healthz`))).text();
+    assert.deepEqual(logged, [
+      `relayer: INSECURE DEV MODE (unsigned requests accepted on ${open}), served to a loopback host only`,
+    ]);
+  }
+});
