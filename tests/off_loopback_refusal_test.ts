@@ -33,6 +33,8 @@ Deno.test("offLoopbackRefusal says nothing on loopback, whatever is set", () => 
       "localhost",
       "::1",
       "[::1]",
+      // ::1 written out in full, as a listener may be given it.
+      "0:0:0:0:0:0:0:1",
       "http://127.0.0.1:8000/",
       "http://[::1]:8000/",
     ]
@@ -58,7 +60,14 @@ Deno.test("offLoopbackRefusal refuses a secret anyone can read off loopback, nam
       ],
     ] as const
   ) {
-    for (const host of ["0.0.0.0", "::", "http://0.0.0.0:8000/"]) {
+    for (
+      const host of [
+        "0.0.0.0",
+        "::",
+        "2001:db8:0:0:0:0:0:7",
+        "http://0.0.0.0:8000/",
+      ]
+    ) {
       assert.equal(
         offLoopbackRefusal(loadConfig(settings), host),
         `${setting} is a value the docs give for a local run, which anyone can read, and this service listens on ${host}, off this machine: ${FIX}`,
