@@ -177,27 +177,45 @@ Deno.test("POST /v1/qstash/failed without maxRetries says nothing of a message o
   assert.equal(early(said).length, 1, said.join("\n"));
 });
 
-Deno.test("POST /v1/qstash/failed without maxRetries names a message of MAX_BODY_BYTES exactly ended early, and not one a byte over it", async () => {
+/** The test app with `maxBodyBytes` as given, and its log lines. */
+async function serviceOf(maxBodyBytes: number) {
+  const lines: string[] = [];
+  const made = await withDeadLetterRoute([settling], {
+    log: (line: string) => lines.push(line),
+    maxBodyBytes,
+  });
+  return { ...made, lines };
+}
+
+Deno.test("POST /v1/qstash/failed without maxRetries names a message of MAX_BODY_BYTES exactly ended early, and not one a byte over it, whatever padding its base64 source body ends with", async () => {
   // /v1/qstash takes a body of the limit (64 KiB) as a delivery: its
-  // retries count. One a byte over was ended at its first delivery.
-  for (const [bytes, said] of [[64 * 1024, 1], [64 * 1024 + 1, 0]]) {
-    const source = JSON.stringify(job);
-    const { app, store, lines } = await service();
-    const res = await app.request(
-      "/v1/qstash/failed",
-      await failedRequest(JSON.stringify({
-        status: 503,
-        retried: 0,
-        dlqId: "dlq_msg_edge",
-        sourceMessageId: "msg_edge",
-        url: QSTASH.url,
-        method: "POST",
-        sourceBody: btoa(source + " ".repeat(bytes! - source.length)),
-      })),
-    );
-    assert.equal(res.status, 200, await res.text());
-    assert.equal((await store.getIntent("pi_0001"))?.state, "needs_review");
-    assert.equal(early(lines).length, said, `${bytes} bytes: ${lines}`);
+  // retries count. One a byte over was ended at its first delivery. The
+  // limits 64 KiB, one and two bytes more put a body of the limit's base64
+  // at "==", "=" and no padding.
+  for (const limit of [64 * 1024, 64 * 1024 + 1, 64 * 1024 + 2]) {
+    for (const [bytes, said] of [[limit, 1], [limit + 1, 0]] as const) {
+      const source = JSON.stringify(job);
+      const { app, store, lines } = await serviceOf(limit);
+      const res = await app.request(
+        "/v1/qstash/failed",
+        await failedRequest(JSON.stringify({
+          status: 503,
+          retried: 0,
+          dlqId: "dlq_msg_edge",
+          sourceMessageId: "msg_edge",
+          url: QSTASH.url,
+          method: "POST",
+          sourceBody: btoa(source + " ".repeat(bytes - source.length)),
+        })),
+      );
+      assert.equal(res.status, 200, await res.text());
+      assert.equal((await store.getIntent("pi_0001"))?.state, "needs_review");
+      assert.equal(
+        early(lines).length,
+        said,
+        `${bytes} bytes, limit ${limit}: ${lines}`,
+      );
+    }
   }
 });
 
