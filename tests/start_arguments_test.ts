@@ -43,6 +43,8 @@ Deno.test("ignoredArgumentsLine() names no argument that may be a secret: a shor
   // of which starts with '-' (openssl rand -base64 32 | tr '+/' '-_').
   const secrets = [
     "-pHunter2Secret",
+    // A password of letters only: the whole argument, not a run of flags.
+    "-pHuntersecret",
     "-Wk3jQ9aZ-bc7Rt2Lx0",
     "--Zk3Jq9aZ-Bc7Rt2Lx0",
     "-x7Tq-9LmZ=",
@@ -50,7 +52,7 @@ Deno.test("ignoredArgumentsLine() names no argument that may be a secret: a shor
   const line = ignoredArgumentsLine(["--port", "-A", ...secrets])!;
   assert.equal(
     line,
-    `relayer: main.ts reads no arguments, so --port, -A and 4 other arguments (not shown) are ignored${TAIL}`,
+    `relayer: main.ts reads no arguments, so --port, -A and 5 other arguments (not shown) are ignored${TAIL}`,
   );
   for (const secret of secrets) {
     assert.ok(!line.includes(secret.slice(2, 8)), `${secret} in ${line}`);
@@ -88,16 +90,22 @@ Deno.test(
 
 Deno.test("ignoredArgumentsLine() names a flag of at most 40 characters up to its '=', and only counts a longer one or an argument that is not a flag's shape (a value, which may be a secret)", () => {
   const long = `--${"a".repeat(60)}`;
+  const forty = `--${"b".repeat(38)}`;
   const line = ignoredArgumentsLine([
     "--port=8001",
     `${long}=value`,
+    `${forty}=value`,
+    `--${"c".repeat(39)}`,
     "-p@ssw0rd",
     "--to:ken",
   ])!;
   assert.match(
     line,
-    /^relayer: main\.ts reads no arguments, so --port and 3 other arguments \(not shown\) are ignored: /,
+    new RegExp(
+      `^relayer: main\\.ts reads no arguments, so --port, ${forty} and 4 other arguments \\(not shown\\) are ignored: `,
+    ),
   );
+  assert.ok(!line.includes("ccc"), line);
   assert.ok(
     !line.includes("aaaa") && !line.includes("ssw0rd") &&
       !line.includes("ken"),
