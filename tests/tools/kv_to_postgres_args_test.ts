@@ -64,3 +64,17 @@ Deno.test("kv-to-postgres names a flag of at most 40 characters up to its '=', a
   );
   assert.ok(!stderr.includes("aaaa") && !stderr.includes("ssw0rd"), stderr);
 });
+
+Deno.test("kv-to-postgres given --dry-run alone refuses it, as it would move at once", async () => {
+  const { code, stdout, stderr } = await runTool("kv_to_postgres.ts", [
+    "--dry-run",
+  ], { permissions: ["--allow-env"], env: {} });
+  assert.equal(code, 2, stderr);
+  assert.equal(stdout, "");
+  assert.ok(
+    stderr.startsWith(
+      "kv-to-postgres reads no arguments, so it refuses --dry-run: it has no dry run, ",
+    ),
+    stderr,
+  );
+});
