@@ -100,3 +100,50 @@ Deno.test("offLoopbackRefusal refuses RELAYER_INSECURE_DEV off loopback, naming 
     "RELAYER_INSECURE_DEV is for local runs, and this service listens on ::, off this machine: it would take requests with no signature or token, from anyone who reaches it, on /v1/qstash and /v1/qstash/failed, /v1/pubsub, /v1/pubsub/dead-letter, /v1/deliveries. Unset RELAYER_INSECURE_DEV (each route whose keys are not set then answers 503: set the keys of those you use, and OPS_TOKEN for the ops routes), or run on your own machine: PUBLIC_URL unset or on localhost, 127.0.0.1 or [::1], and served on loopback (deno task start)",
   );
 });
+
+Deno.test("offLoopbackRefusal and loadConfig name the local run a service of one's own gives, not deno task start", () => {
+  const localRun = "node --import tsx service.ts";
+  const dev = { ...OWN, RELAYER_INSECURE_DEV: "1" };
+  const refusal = offLoopbackRefusal(
+    loadConfig(dev, { localRun }),
+    "0.0.0.0",
+    { localRun },
+  );
+  assert.ok(
+    refusal?.endsWith(" and served on loopback (node --import tsx service.ts)"),
+    refusal,
+  );
+  assert.throws(
+    () =>
+      loadConfig(
+        { ...dev, PUBLIC_URL: "https://relayer.example.com" },
+        { localRun: "bun service.ts" },
+      ),
+    (error: Error) => error.message.endsWith("on loopback (bun service.ts)"),
+  );
+  // Unless given, main.ts's own.
+  assert.match(
+    offLoopbackRefusal(loadConfig(dev), "0.0.0.0")!,
+    /on loopback \(deno task start\)$/,
+  );
+});
+
+Deno.test("offLoopbackRefusal and loadConfig refuse a localRun that is not one line of text, or a misspelt option", () => {
+  const config = loadConfig(OWN);
+  for (const localRun of ["", " ", "node a.ts\nrm -rf /", 7]) {
+    const options = { localRun } as { localRun: string };
+    assert.throws(
+      () => offLoopbackRefusal(config, "0.0.0.0", options),
+      /^TypeError: Cannot judge where the service listens as 'localRun' must be one line naming the command that runs the service/,
+    );
+    assert.throws(
+      () => loadConfig(OWN, options),
+      /^TypeError: Cannot load config as 'localRun' must be one line/,
+    );
+  }
+  const misspelt = { localrun: "node service.ts" } as { localRun?: string };
+  assert.throws(
+    () => offLoopbackRefusal(config, "0.0.0.0", misspelt),
+    /"localrun" is not one of its options \(localRun\): check its spelling/,
+  );
+});

@@ -1162,9 +1162,14 @@ function windowRaisers(policy: Policy): string {
  * @param variables The environment variables (`Deno.env.toObject()`, or a
  * Worker's `env`: a boolean or whole number of its `[vars]` is read as its
  * text, and a binding under another name, a queue's, is not read).
+ * @param options `localRun`: the command that runs this service on one's
+ * own machine, which a refusal of `RELAYER_INSECURE_DEV` names (a service
+ * of one's own on Node: `"node --import tsx service.ts"`). @default
+ * {"deno task start"}
  * @returns The checked settings.
  * @throws {ConfigError} Naming the first bad or missing setting.
- * @throws {TypeError} If `variables` is not an object.
+ * @throws {TypeError} If `variables` is not an object, or `options` names
+ * an option it does not read, or `localRun` is not one line of text.
  *
  * @example A minimal local setup
  * ```ts
@@ -1186,8 +1191,36 @@ function windowRaisers(policy: Policy): string {
  */
 export function loadConfig(
   variables: Readonly<Record<string, unknown>>,
+  options: { readonly localRun?: string } = {},
 ): Config {
-  return loadConfigFor(variables, "deno task start");
+  return loadConfigFor(variables, localRunOf("load config", options));
+}
+
+/**
+ * The command a refusal of `RELAYER_INSECURE_DEV` names as the local run,
+ * from the options of {@linkcode loadConfig} or
+ * {@linkcode offLoopbackRefusal}: `main.ts`'s unless given. A service of
+ * one's own names how its user runs it, not a task of this repository.
+ */
+function localRunOf(
+  what: string,
+  options: { readonly localRun?: string },
+): string {
+  assertOptionNames(what, options, ["localRun"], {
+    example: '{ localRun: "node --import tsx service.ts" }',
+  });
+  const { localRun = "deno task start" } = options;
+  if (
+    typeof localRun !== "string" || localRun.trim() === "" ||
+    /[\r\n]/.test(localRun)
+  ) {
+    throw new TypeError(
+      `Cannot ${what} as 'localRun' must be one line naming the command that runs the service, such as "node --import tsx service.ts": current value is ${
+        show(localRun)
+      }`,
+    );
+  }
+  return localRun;
 }
 
 /**
@@ -1216,17 +1249,41 @@ export function loadConfig(
  * );
  * ```
  *
+ * @example A service on Node names its own local run
+ * ```ts
+ * import { loadConfig, offLoopbackRefusal } from "@relayer/poison/webhook";
+ * import assert from "node:assert/strict";
+ *
+ * const localRun = "node --import tsx service.ts"; // how its user runs it
+ * const config = loadConfig({
+ *   SENDER_URL: "http://127.0.0.1:9000",
+ *   WEBHOOK_SECRET: "a-webhook-secret-of-my-own",
+ *   RELAYER_INSECURE_DEV: "1",
+ * }, { localRun });
+ * assert.match(
+ *   offLoopbackRefusal(config, "0.0.0.0", { localRun })!,
+ *   /^RELAYER_INSECURE_DEV is for local runs, .* served on loopback \(node --import tsx service\.ts\)$/,
+ * );
+ * ```
+ *
  * @param config What {@linkcode loadConfig} read.
  * @param listensOn The hostname the service listens on (`"0.0.0.0"`,
  * `"::"`, `"127.0.0.1"`), or its URL (`"http://0.0.0.0:8000/"`), named as
  * given in the text.
+ * @param options `localRun`: the command that runs this service on one's
+ * own machine, which the refusal of `RELAYER_INSECURE_DEV` names (give it
+ * {@linkcode loadConfig} too). @default {"deno task start"}
  * @returns The refusal, one line without a `relayer: cannot start: `
  * prefix, or `undefined` on loopback or with nothing to refuse.
+ * @throws {TypeError} If `options` names an option it does not read, or
+ * `localRun` is not one line of text.
  */
 export function offLoopbackRefusal(
   config: Config,
   listensOn: string,
+  options: { readonly localRun?: string } = {},
 ): string | undefined {
+  const localRun = localRunOf("judge where the service listens", options);
   const url = listensOn.includes("://")
     ? listensOn
     : `http://${
@@ -1241,7 +1298,7 @@ export function offLoopbackRefusal(
     return `${readable.setting} is ${readable.readable}, and ${off}: ${readable.fix}`;
   }
   if (!config.insecureDev) return undefined;
-  return insecureDevRefusal(off, openRoutesOf(config));
+  return insecureDevRefusal(off, openRoutesOf(config), localRun);
 }
 
 /**
