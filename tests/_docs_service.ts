@@ -119,6 +119,8 @@ export interface DocsService {
   command: (dir: string, env: Record<string, string>) => Deno.Command;
   /** What the one line says of a port in use. */
   inUse: RegExp;
+  /** How the docs say the service is run, which a refusal of RELAYER_INSECURE_DEV names. */
+  localRun: string;
 }
 
 // The port the bundle is made with, written in each copy as the test's:
@@ -299,7 +301,7 @@ export function docsServiceTests(s: DocsService): void {
               [
                 "RELAYER_INSECURE_DEV",
                 own,
-                `RELAYER_INSECURE_DEV is for local runs, and ${off}: it would take requests with no signature or token, from anyone who reaches it, on /v1/qstash and /v1/qstash/failed, /v1/pubsub, /v1/pubsub/dead-letter. Unset RELAYER_INSECURE_DEV (each route whose keys are not set then answers 503: set the keys of those you use, and OPS_TOKEN for the ops routes), or run on your own machine: PUBLIC_URL unset or on localhost, 127.0.0.1 or [::1], and served on loopback (deno task start)`,
+                `RELAYER_INSECURE_DEV is for local runs, and ${off}: it would take requests with no signature or token, from anyone who reaches it, on /v1/qstash and /v1/qstash/failed, /v1/pubsub, /v1/pubsub/dead-letter. Unset RELAYER_INSECURE_DEV (each route whose keys are not set then answers 503: set the keys of those you use, and OPS_TOKEN for the ops routes), or run on your own machine: PUBLIC_URL unset or on localhost, 127.0.0.1 or [::1], and served on loopback (${s.localRun})`,
               ],
             ] as const
           ) {

@@ -70,4 +70,5 @@ docsServiceTests({
       stderr: "piped",
     }),
   inUse: /EADDRINUSE|in use/,
+  localRun: "bun service.ts",
 });

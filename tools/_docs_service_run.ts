@@ -62,12 +62,19 @@ export interface DocsServiceRun {
   readonly webhookSecret: string;
 }
 
+// Where the service listens, as docs/api.md writes it (once).
+const HOST = 'const hostname = "127.0.0.1";';
+
 /**
  * Runs the service in `run.project` as `service.ts`, on a free port of the
  * loopback (the one change to its code: 8000 is the snippets'): it must
  * say what it serves in two lines, as `deno task start` does, answer
  * `/readyz` 200, create an intent with its ops token, and exit 0 on
- * SIGTERM.
+ * SIGTERM. Before, with `RELAYER_INSECURE_DEV` set, it must refuse to start in
+ * one line naming as its local run the command that runs it here
+ * (`bun service.ts`, `node --import tsx service.ts`): once set to listen
+ * on 0.0.0.0 (`offLoopbackRefusal`), once with a `PUBLIC_URL` others
+ * reach (`loadConfig`).
  *
  * @returns What went wrong, in one line; `undefined` if it all held.
  *
@@ -82,33 +89,71 @@ export async function runDocsService(
   if (!run.source.includes("port: 8000,")) {
     return "it no longer serves on port 8000";
   }
+  if (run.source.split(HOST).length !== 2) {
+    return `it no longer says where it listens once, as ${HOST}`;
+  }
   const free = Deno.listen({ hostname: "127.0.0.1", port: 0 });
   const port = free.addr.port;
   free.close();
-  await Deno.writeTextFile(
-    `${run.project}/service.ts`,
-    run.source.replace("port: 8000,", `port: ${port},`),
-  );
+  const source = run.source.replace("port: 8000,", `port: ${port},`);
   // A runtime's caches (tsx's) go with the project.
   await Deno.mkdir(`${run.project}/tmp`, { recursive: true });
-  const child = new Deno.Command(run.command, {
-    args: [...run.args, "service.ts"],
-    cwd: run.project,
-    env: {
-      ...run.env,
-      PATH: Deno.env.get("PATH") ?? "",
-      HOME: Deno.env.get("HOME") ?? run.project,
-      TMPDIR: `${run.project}/tmp`,
-      DATABASE_URL: run.databaseUrl,
-      SENDER_URL: "http://127.0.0.1:9",
-      WEBHOOK_SECRET: run.webhookSecret,
-      OPS_TOKEN: run.opsToken,
-    },
-    clearEnv: true,
-    stdin: "null",
-    stdout: "piped",
-    stderr: "piped",
-  }).spawn();
+  const command = (settings: Record<string, string>) =>
+    new Deno.Command(run.command, {
+      args: [...run.args, "service.ts"],
+      cwd: run.project,
+      env: {
+        ...run.env,
+        PATH: Deno.env.get("PATH") ?? "",
+        HOME: Deno.env.get("HOME") ?? run.project,
+        TMPDIR: `${run.project}/tmp`,
+        DATABASE_URL: run.databaseUrl,
+        SENDER_URL: "http://127.0.0.1:9",
+        WEBHOOK_SECRET: run.webhookSecret,
+        OPS_TOKEN: run.opsToken,
+        ...settings,
+      },
+      clearEnv: true,
+      stdin: "null",
+      stdout: "piped",
+      stderr: "piped",
+    });
+  // RELAYER_INSECURE_DEV where others reach it: refused, naming this run.
+  const localRun = [run.command.split("/").pop(), ...run.args, "service.ts"]
+    .join(" ");
+  for (
+    const [where, code, settings] of [
+      [
+        "listening on 0.0.0.0",
+        source.replace(HOST, 'const hostname = "0.0.0.0";'),
+        { RELAYER_INSECURE_DEV: "1" },
+      ],
+      [
+        "with PUBLIC_URL https://relayer.example.com",
+        source,
+        {
+          RELAYER_INSECURE_DEV: "1",
+          PUBLIC_URL: "https://relayer.example.com",
+        },
+      ],
+    ] as const
+  ) {
+    await Deno.writeTextFile(`${run.project}/service.ts`, code);
+    const refused = await command(settings).output();
+    const err = new TextDecoder().decode(refused.stderr);
+    if (
+      refused.code !== 1 ||
+      !/^relayer: cannot start: RELAYER_INSECURE_DEV is for local runs, and [^\n]*\n$/
+        .test(err) ||
+      !err.endsWith(`served on loopback (${localRun})\n`)
+    ) {
+      return `with RELAYER_INSECURE_DEV ${where}, it exited ${refused.code}, and its refusal did not end naming its local run (${localRun}) in one line: ${
+        JSON.stringify(err.slice(-300))
+      }`;
+    }
+  }
+  await Deno.writeTextFile(`${run.project}/service.ts`, source);
+  const child = command({}).spawn();
   const stdout = new Response(child.stdout).text();
   const stderr = new Response(child.stderr).text();
   const base = `http://127.0.0.1:${port}`;

@@ -30,8 +30,9 @@
  * - from the same tarball, docs/api.md's Node service on PostgreSQL runs
  *   as its "From Node" says, `node --import tsx service.ts` on the Node on
  *   PATH and on the pinned 22, tsx and `@hono/node-server` at the docs'
- *   pins, on that server:
- *   its two start lines, `/readyz`, an intent created, exit 0 on SIGTERM.
+ *   pins, on that server: its refusals of `RELAYER_INSECURE_DEV` naming
+ *   its local run, its two start lines, `/readyz`, an intent created, exit
+ *   0 on SIGTERM.
  *
  * No network beyond npm: `WRANGLER_SEND_METRICS=false`,
  * `CLOUDFLARE_CF_FETCH_ENABLED=false`, no Cloudflare credentials passed on.
@@ -874,9 +875,11 @@ export function docsPin(apiDocs: string, name: string): string {
  * `node --import tsx service.ts` on each of `nodes` (the Node on PATH, 20
  * in CI, and the pinned 22, as the docs say it ran on both), with tsx
  * and `@hono/node-server` at the docs' pins, on the server at `url`. It
- * must say what it serves in two lines, answer `/readyz` 200 and create an
- * intent with `OPS_TOKEN`, and exit 0 on SIGTERM. Its port is the one
- * change (8000 is the snippets').
+ * must refuse `RELAYER_INSECURE_DEV` where others reach it naming its
+ * local run, say what it serves in two lines, answer `/readyz` 200 and
+ * create an intent with `OPS_TOKEN`, and exit 0 on SIGTERM
+ * (`runDocsService`). Its port is the one change (8000 is the
+ * snippets').
  */
 async function nodeService(
   project: string,
@@ -925,7 +928,7 @@ async function nodeService(
     });
     if (wrong === undefined) {
       console.log(
-        `  ${label} docs/api.md's Node service from the tarball ${on}: its two start lines, /readyz 200, an intent created (201), exit 0 on SIGTERM`,
+        `  ${label} docs/api.md's Node service from the tarball ${on}: RELAYER_INSECURE_DEV refused off loopback and with a public PUBLIC_URL, naming node --import tsx service.ts; its two start lines, /readyz 200, an intent created (201), exit 0 on SIGTERM`,
       );
     } else {
       ok = false;

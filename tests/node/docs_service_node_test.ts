@@ -39,4 +39,5 @@ docsServiceTests({
     }),
   inUse:
     /EADDRINUSE.*: another process holds the port \(a relayer still running\?\): stop it, or serve on another port$/,
+  localRun: "node --import tsx service.ts",
 });
