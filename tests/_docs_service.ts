@@ -361,13 +361,16 @@ export function docsServiceTests(s: DocsService): void {
         const { code } = await child.status;
         child = undefined;
         assert.equal(code, 0, `${await stdout}\n${await stderr}`);
-        // What it serves and where, in deno task start's words.
+        // What it serves and where, and its drain, in deno task start's words.
         const { pathname } = new URL(database.url);
-        assert.deepEqual((await stdout).split("\n").slice(0, 2), [
+        assert.deepEqual((await stdout).split("\n"), [
           `relayer: at most 10 deliveries; back off 5s doubling, capped at 2m0s, equal jitter; store PostgreSQL 127.0.0.1:${
             new URL(database.url).port
           }${pathname}, no TLS`,
           `relayer: listening on http://127.0.0.1:${port}/`,
+          "relayer: SIGTERM: draining (at most 8s)",
+          "relayer: drained; PostgreSQL connections closed",
+          "",
         ]);
       } finally {
         await killed(child);
@@ -429,6 +432,14 @@ export function docsServiceTests(s: DocsService): void {
         const { code } = await child.status;
         child = undefined;
         assert.equal(code, 0, `${await stdout}\n${await stderr}`);
+        // Its drain said, the delivery's answer out before its end.
+        const said = (await stdout).split("\n").filter((line) =>
+          /^relayer: (SIGTERM|drained|\d)/.test(line)
+        );
+        assert.deepEqual(said, [
+          "relayer: SIGTERM: draining (at most 8s)",
+          "relayer: drained; PostgreSQL connections closed",
+        ]);
       } finally {
         signer.release();
         try {

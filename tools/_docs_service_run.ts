@@ -69,8 +69,9 @@ const HOST = 'const hostname = "127.0.0.1";';
  * Runs the service in `run.project` as `service.ts`, on a free port of the
  * loopback (the one change to its code: 8000 is the snippets'): it must
  * say what it serves in two lines, as `deno task start` does, answer
- * `/readyz` 200, create an intent with its ops token, and exit 0 on
- * SIGTERM. Before, with `RELAYER_INSECURE_DEV` set, it must refuse to start in
+ * `/readyz` 200, create an intent with its ops token, and on SIGTERM say
+ * that it drains and that it drained, as `deno task start` does, and exit
+ * 0. Before, with `RELAYER_INSECURE_DEV` set, it must refuse to start in
  * one line naming as its local run the command that runs it here
  * (`bun service.ts`, `node --import tsx service.ts`): once set to listen
  * on 0.0.0.0 (`offLoopbackRefusal`), once with a `PUBLIC_URL` others
@@ -203,6 +204,21 @@ export async function runDocsService(
       lines[1] !== `relayer: listening on ${base}/`
     ) {
       return `its start lines: ${JSON.stringify(lines.slice(0, 2))}`;
+    }
+    // Its drain said as deno task start says it, last (the app's own log
+    // lines, "relayer intent … created", have no colon after "relayer").
+    const drain = [
+      "relayer: SIGTERM: draining (at most 8s)",
+      "relayer: drained; PostgreSQL connections closed",
+      "",
+    ];
+    const said = lines.slice(2).filter((line) =>
+      line === "" || line.startsWith("relayer: ")
+    );
+    if (JSON.stringify(said) !== JSON.stringify(drain)) {
+      return `its lines on SIGTERM: ${JSON.stringify(said)}, not ${
+        JSON.stringify(drain)
+      }`;
     }
     return undefined;
   } finally {

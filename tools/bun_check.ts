@@ -105,7 +105,7 @@ async function bunService(
   });
   console.log(
     wrong === undefined
-      ? `  ${label}: RELAYER_INSECURE_DEV refused off loopback and with a public PUBLIC_URL, naming bun service.ts; its two start lines, /readyz 200, an intent created (201), exit 0 on SIGTERM`
+      ? `  ${label}: RELAYER_INSECURE_DEV refused off loopback and with a public PUBLIC_URL, naming bun service.ts; its two start lines, /readyz 200, an intent created (201), its drain said and exit 0 on SIGTERM`
       : `bun-check: FAIL ${label}: ${wrong}`,
   );
   return wrong === undefined;

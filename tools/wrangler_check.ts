@@ -31,8 +31,8 @@
  *   as its "From Node" says, `node --import tsx service.ts` on the Node on
  *   PATH and on the pinned 22, tsx and `@hono/node-server` at the docs'
  *   pins, on that server: its refusals of `RELAYER_INSECURE_DEV` naming
- *   its local run, its two start lines, `/readyz`, an intent created, exit
- *   0 on SIGTERM.
+ *   its local run, its two start lines, `/readyz`, an intent created, its
+ *   drain said and exit 0 on SIGTERM.
  *
  * No network beyond npm: `WRANGLER_SEND_METRICS=false`,
  * `CLOUDFLARE_CF_FETCH_ENABLED=false`, no Cloudflare credentials passed on.
@@ -877,8 +877,8 @@ export function docsPin(apiDocs: string, name: string): string {
  * and `@hono/node-server` at the docs' pins, on the server at `url`. It
  * must refuse `RELAYER_INSECURE_DEV` where others reach it naming its
  * local run, say what it serves in two lines, answer `/readyz` 200 and
- * create an intent with `OPS_TOKEN`, and exit 0 on SIGTERM
- * (`runDocsService`). Its port is the one change (8000 is the
+ * create an intent with `OPS_TOKEN`, and on SIGTERM say it drains and
+ * exit 0 (`runDocsService`). Its port is the one change (8000 is the
  * snippets').
  */
 async function nodeService(
@@ -928,7 +928,7 @@ async function nodeService(
     });
     if (wrong === undefined) {
       console.log(
-        `  ${label} docs/api.md's Node service from the tarball ${on}: RELAYER_INSECURE_DEV refused off loopback and with a public PUBLIC_URL, naming node --import tsx service.ts; its two start lines, /readyz 200, an intent created (201), exit 0 on SIGTERM`,
+        `  ${label} docs/api.md's Node service from the tarball ${on}: RELAYER_INSECURE_DEV refused off loopback and with a public PUBLIC_URL, naming node --import tsx service.ts; its two start lines, /readyz 200, an intent created (201), its drain said and exit 0 on SIGTERM`,
       );
     } else {
       ok = false;
