@@ -5,7 +5,9 @@
  * the socket, two signed deliveries (QStash's JWT, and the generic route's
  * `t=…,v1=…` HMAC), QStash's signed failure callback, a Pub/Sub push and a
  * push from Pub/Sub's dead-letter topic, with Google's RS256 tokens (a
- * local key pair, its JWKS handed to the app), and forgeries only the
+ * local key pair, its JWKS served by a second `Bun.serve` in Google's
+ * shape and fetched by `googleJwks`: once for both routes, and once more
+ * for the forgery under Google's `kid`), and forgeries only the
  * signature check can refuse (a current timestamp with a wrong MAC, or
  * another secret's; a QStash token with the right claims signed with
  * another key; a Google token with the right claims and `kid` signed by
@@ -23,7 +25,7 @@
 
 // deno-lint-ignore-file no-console
 import { MemoryStore, ScriptedSender } from "../mod.ts";
-import { createApp } from "../webhook/app.ts";
+import { createApp, googleJwks } from "../webhook/app.ts";
 import { googleIssuer, signGeneric, signQStash } from "./_sign.ts";
 
 /** The little of Bun this entry uses; Deno's types do not describe it. */
@@ -50,6 +52,20 @@ const google = await googleIssuer();
 // Another key pair under the same kid: its tokens differ from Google's
 // only in their signature.
 const forger = await googleIssuer();
+// Google's key endpoint, in its shape (a JWKS, cached for max-age), on a
+// server of its own: googleJwks fetches it with Bun's fetch, once.
+let certsFetches = 0;
+const certs = bun.serve({
+  port: 0,
+  hostname: "127.0.0.1",
+  fetch: () => {
+    certsFetches++;
+    return Response.json({ keys: google.jwks }, {
+      headers: { "cache-control": "public, max-age=3600" },
+    });
+  },
+});
+const jwks = googleJwks({ url: `http://127.0.0.1:${certs.port}/certs` });
 const store = new MemoryStore();
 await store.createIntent({ id: "pi_0001", state: "created" });
 for (const id of ["pi_0002", "pi_0003"]) {
@@ -66,12 +82,12 @@ const app = createApp({
   },
   pubsub: {
     audience: PUSH_AUDIENCE,
-    jwks: google.jwks,
+    jwks,
     serviceAccount: SERVICE_ACCOUNT,
   },
   pubsubDeadLetter: {
     audience: DEAD_LETTER_AUDIENCE,
-    jwks: google.jwks,
+    jwks,
     serviceAccount: SERVICE_ACCOUNT,
   },
   random: () => 0,
@@ -569,8 +585,17 @@ try {
   );
   await overTheLimit();
   await notUtf8();
+  // Every push above verified with the keys googleJwks fetched: once, and
+  // once more for the token another key signed under Google's kid (a key
+  // Google may have published under an old id), as the verifier asks.
+  check(
+    "Google's keys fetched by googleJwks, and again once for the forgery under their kid",
+    certsFetches === 2,
+    { fetches: certsFetches },
+  );
 } finally {
   server.stop(true);
+  certs.stop(true);
 }
 (globalThis as unknown as { process: { exit(code: number): never } }).process
   .exit(ok ? 0 : 1);

@@ -175,7 +175,7 @@ async function bunCheck(): Promise<number> {
     console.log(served.out.trimEnd());
     if (served.code === 0) {
       console.log(
-        "bun-check: Bun.serve answered the signed QStash and generic deliveries, QStash's failure callback, both Pub/Sub pushes and /readyz (and HEAD /readyz with its GET's Content-Length), and refused the forged generic, QStash and Pub/Sub deliveries with 401; kept a push (204) and a QStash message (489) over the limit as dead letters, by Content-Length or chunked, and nothing of a push whose client left mid-body; took a QStash job after a byte order mark and kept one signed over bytes that are not UTF-8 (489) as an unreadable letter naming its intent, as did its failure callback",
+        "bun-check: Bun.serve answered the signed QStash and generic deliveries, QStash's failure callback, both Pub/Sub pushes (Google's keys fetched by googleJwks) and /readyz (and HEAD /readyz with its GET's Content-Length), and refused the forged generic, QStash and Pub/Sub deliveries with 401; kept a push (204) and a QStash message (489) over the limit as dead letters, by Content-Length or chunked, and nothing of a push whose client left mid-body; took a QStash job after a byte order mark and kept one signed over bytes that are not UTF-8 (489) as an unreadable letter naming its intent, as did its failure callback",
       );
     } else {
       ok = false;
