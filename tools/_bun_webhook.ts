@@ -17,15 +17,16 @@
  * mid-body (no letter); then QStash bodies signed over their bytes: one
  * after a byte order mark taken as its job, one that is not UTF-8 answered
  * 489 and kept as an unreadable letter naming its intent, and its failure
- * callback keeping that letter; prints one JSON line per answer, and exits 0 when
- * each is exactly the expected one.
+ * callback keeping that letter; then `qstashPublisher` publishes a job to
+ * a stand-in of QStash's API (beside Google's keys); prints one JSON line
+ * per answer, and exits 0 when each is exactly the expected one.
  *
  * @module
  */
 
 // deno-lint-ignore-file no-console
 import { MemoryStore, ScriptedSender } from "../mod.ts";
-import { createApp, googleJwks } from "../webhook/app.ts";
+import { createApp, googleJwks, qstashPublisher } from "../webhook/app.ts";
 import { googleIssuer, signGeneric, signQStash } from "./_sign.ts";
 
 /** The little of Bun this entry uses; Deno's types do not describe it. */
@@ -52,20 +53,35 @@ const google = await googleIssuer();
 // Another key pair under the same kid: its tokens differ from Google's
 // only in their signature.
 const forger = await googleIssuer();
-// Google's key endpoint, in its shape (a JWKS, cached for max-age), on a
-// server of its own: googleJwks fetches it with Bun's fetch, once.
+// Google's key endpoint, in its shape (a JWKS, cached for max-age), and
+// QStash's publish API, on a server of their own: googleJwks and
+// qstashPublisher reach them with Bun's fetch.
 let certsFetches = 0;
-const certs = bun.serve({
+const publishes: unknown[][] = [];
+const world = bun.serve({
   port: 0,
   hostname: "127.0.0.1",
-  fetch: () => {
+  fetch: async (request) => {
+    const { pathname } = new URL(request.url);
+    if (request.method === "POST" && pathname.startsWith("/v2/publish/")) {
+      const header = (name: string) => request.headers.get(name);
+      publishes.push([
+        pathname,
+        header("authorization"),
+        header("upstash-retries"),
+        header("upstash-failure-callback"),
+        JSON.parse(await request.text()),
+      ]);
+      return Response.json({ messageId: "msg_bun_1" }, { status: 201 });
+    }
     certsFetches++;
     return Response.json({ keys: google.jwks }, {
       headers: { "cache-control": "public, max-age=3600" },
     });
   },
 });
-const jwks = googleJwks({ url: `http://127.0.0.1:${certs.port}/certs` });
+const worldUrl = `http://127.0.0.1:${world.port}`;
+const jwks = googleJwks({ url: `${worldUrl}/certs` });
 const store = new MemoryStore();
 await store.createIntent({ id: "pi_0001", state: "created" });
 for (const id of ["pi_0002", "pi_0003"]) {
@@ -585,6 +601,30 @@ try {
   );
   await overTheLimit();
   await notUtf8();
+  // A job published through QStash's API, as POST /v1/jobs and a redrive do.
+  const publisher = qstashPublisher({
+    token: "qstash-token-for-bun",
+    publicUrl: "https://relayer.example.test",
+    retries: 9,
+    baseUrl: worldUrl,
+  });
+  const published = await publisher.publish({
+    intentId: "pi_0001",
+    kind: "settle",
+  }).catch((error: Error) => ({ error: error.message }));
+  const expected = [[
+    "/v2/publish/https://relayer.example.test/v1/qstash",
+    "Bearer qstash-token-for-bun",
+    "9",
+    "https://relayer.example.test/v1/qstash/failed",
+    { intentId: "pi_0001", kind: "settle" },
+  ]];
+  check(
+    "qstashPublisher published one job to QStash's API, its retries and failure callback set",
+    JSON.stringify(published) === JSON.stringify({ messageId: "msg_bun_1" }) &&
+      JSON.stringify(publishes) === JSON.stringify(expected),
+    { published, publishes },
+  );
   // Every push above verified with the keys googleJwks fetched: once, and
   // once more for the token another key signed under Google's kid (a key
   // Google may have published under an old id), as the verifier asks.
@@ -595,7 +635,7 @@ try {
   );
 } finally {
   server.stop(true);
-  certs.stop(true);
+  world.stop(true);
 }
 (globalThis as unknown as { process: { exit(code: number): never } }).process
   .exit(ok ? 0 : 1);

@@ -6,7 +6,9 @@
  * `tools/_bun_webhook.ts` (Bun ignores `deno.json`'s import map; one bundle
  * graph, so every class exists once) and answers signed QStash and generic
  * deliveries, QStash's failure callback, a Pub/Sub push and a push from
- * Pub/Sub's dead-letter topic, each exactly, keeps a push and a QStash
+ * Pub/Sub's dead-letter topic (Google's keys fetched by `googleJwks` from a
+ * stand-in), each exactly, publishes a job with `qstashPublisher` to a
+ * stand-in of QStash's API, keeps a push and a QStash
  * message over the limit as dead letters (204, and 489), and nothing of a
  * push whose client left mid-body, takes a QStash job after a byte order
  * mark and keeps one signed over bytes that are not UTF-8 as an unreadable
@@ -175,7 +177,7 @@ async function bunCheck(): Promise<number> {
     console.log(served.out.trimEnd());
     if (served.code === 0) {
       console.log(
-        "bun-check: Bun.serve answered the signed QStash and generic deliveries, QStash's failure callback, both Pub/Sub pushes (Google's keys fetched by googleJwks) and /readyz (and HEAD /readyz with its GET's Content-Length), and refused the forged generic, QStash and Pub/Sub deliveries with 401; kept a push (204) and a QStash message (489) over the limit as dead letters, by Content-Length or chunked, and nothing of a push whose client left mid-body; took a QStash job after a byte order mark and kept one signed over bytes that are not UTF-8 (489) as an unreadable letter naming its intent, as did its failure callback",
+        "bun-check: Bun.serve answered the signed QStash and generic deliveries, QStash's failure callback, both Pub/Sub pushes (Google's keys fetched by googleJwks) and /readyz (and HEAD /readyz with its GET's Content-Length), and refused the forged generic, QStash and Pub/Sub deliveries with 401; kept a push (204) and a QStash message (489) over the limit as dead letters, by Content-Length or chunked, and nothing of a push whose client left mid-body; took a QStash job after a byte order mark and kept one signed over bytes that are not UTF-8 (489) as an unreadable letter naming its intent, as did its failure callback; qstashPublisher published a job to QStash's API with its retries and failure callback",
       );
     } else {
       ok = false;
