@@ -26,7 +26,10 @@
  * real PostgreSQL server it starts once for every Node (Debian's
  * `postgresql` binaries; where they are missing it says so, and under
  * `CI=true` it fails), and `answeredSocketOption`'s socket on Node's own
- * streams against that server (`tools/_postgres_socket_probe.ts`). A test
+ * streams against that server (`tools/_postgres_socket_probe.ts`), and
+ * `?sslmode=verify-full` through `clientTls` on each Node's `node:tls`
+ * against a TLS server of its own, refused without its CA
+ * (`tools/_postgres_tls_probe.ts`). A test
  * of the store contract suites that runs past 60 s fails by its name, and
  * each `node --test` run past its deadline (3 minutes) is stopped and
  * fails, naming the last test that finished, with what it printed: a hang
@@ -57,6 +60,7 @@ import {
 import { withPostgres } from "./_postgres_check.ts";
 import { resendProbe } from "./_resend_probe.ts";
 import { socketProbe } from "./_postgres_socket_probe.ts";
+import { tlsProbe } from "./_postgres_tls_probe.ts";
 
 /** A Node.js the check runs the suites under. */
 export interface Node {
@@ -315,17 +319,15 @@ async function nodeCheck(): Promise<number> {
             RELAYER_PG_URL: url,
           }) && passed;
         }
+        const runtimes = nodes.map((node) => ({
+          label: `Node ${node.version}`,
+          command: node.command,
+          env: node.env,
+        }));
         // answeredSocketOption's socket on Node's own streams.
-        passed = await socketProbe(
-          dir,
-          url,
-          socketDir,
-          nodes.map((node) => ({
-            label: `Node ${node.version}`,
-            command: node.command,
-            env: node.env,
-          })),
-        ) && passed;
+        passed = await socketProbe(dir, url, socketDir, runtimes) && passed;
+        // verify-full through clientTls on Node's own node:tls.
+        passed = await tlsProbe(dir, runtimes) && passed;
         return passed;
       },
     ) && ok;
