@@ -872,7 +872,7 @@ export class PostgresStore implements Store {
    * every write would fail.
    * @throws {Error} If this role lacks a privilege the store's calls use
    * on a schema that is current (a service role not granted one): those
-   * writes would fail.
+   * writes would fail. Without `USAGE` on the schema, it names that grant.
    * @throws {Error} If row-level security hides rows of the store's tables
    * from this role (an admin enabled it with no policy for the role, or
    * the role's `row_security` is off): it would read a payment as missing.
@@ -941,6 +941,22 @@ export class PostgresStore implements Store {
           `Cannot migrate the PostgreSQL schema "${this.#schema}" as the server's TLS certificate does not chain to a CA this process trusts (${
             oneLine(String(message))
           }): give the process the CA that signed it (a managed database's own, such as Amazon RDS's bundle), with DENO_CERT=<file> on Deno, or NODE_EXTRA_CA_CERTS=<file> on Node and Bun`,
+          { cause: error },
+        );
+      }
+      if (
+        code === "42501" &&
+        /^permission denied for schema /.test(String(message))
+      ) {
+        // The check of the schema names it, so it needs USAGE on it: the
+        // server's words alone named no grant and no cure.
+        const user = this.#sql.options?.user;
+        throw new Error(
+          `Cannot use the PostgreSQL schema "${this.#schema}" as this role lacks USAGE on it (${
+            oneLine(String(message))
+          }): grant it (GRANT USAGE ON SCHEMA "${this.#schema}" TO ${
+            typeof user === "string" && user !== "" ? `"${user}"` : "the role"
+          }) with the grants docs/postgres.md lists for a service role, or run as the schema's owner`,
           { cause: error },
         );
       }

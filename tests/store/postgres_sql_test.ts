@@ -657,6 +657,37 @@ Deno.test({
 
 Deno.test({
   name:
+    "PostgresStore.migrate() as a service role granted its tables but not USAGE on the schema says which grant is missing, and how to give it",
+  ignore,
+  fn: () =>
+    inFreshSchema(2, async (admin, schema) => {
+      await new PostgresStore(admin, { schema }).migrate();
+      await asNewRole(admin, async (sql, role) => {
+        // A DBA's grant script that forgot the schema itself.
+        await admin.unsafe(`
+          GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA "${schema}" TO "${role}";
+          GRANT USAGE ON ALL SEQUENCES IN SCHEMA "${schema}" TO "${role}";`);
+        // Before: the server's words alone, "permission denied for schema …".
+        await assert.rejects(
+          new PostgresStore(sql, { schema }).migrate(),
+          (error: Error) => {
+            assert.equal(
+              error.message,
+              `Cannot use the PostgreSQL schema "${schema}" as this role lacks USAGE on it (permission denied for schema ${schema}): grant it (GRANT USAGE ON SCHEMA "${schema}" TO "${role}") with the grants docs/postgres.md lists for a service role, or run as the schema's owner`,
+            );
+            assert.equal((error.cause as { code?: unknown }).code, "42501");
+            return true;
+          },
+        );
+        // Granted as it says, it starts.
+        await admin.unsafe(`GRANT USAGE ON SCHEMA "${schema}" TO "${role}"`);
+        await new PostgresStore(sql, { schema }).migrate();
+      });
+    }),
+});
+
+Deno.test({
+  name:
     "PostgresStore.migrate() as a service role refused USAGE on the language plpgsql, which each write's durable commit runs in, says so at start, not at every write",
   ignore,
   fn: timeout(30_000, async () => {
