@@ -939,6 +939,7 @@ async function openPostgres(
   { store: PostgresStore; sql: postgres.Sql; socket: AnsweredSocket }
 > {
   let sql: postgres.Sql | undefined;
+  let store: PostgresStore | undefined;
   let timer: ReturnType<typeof setTimeout> | undefined;
   let gaveUp = false;
   const socket = answeredSocket(answerMs, cutLines(now, log));
@@ -966,7 +967,7 @@ async function openPostgres(
       socket,
       ...tls,
     } as postgres.Options<Record<string, never>>);
-    const store = new PostgresStore(sql, { connectionWaitMs: answerMs });
+    store = new PostgresStore(sql, { connectionWaitMs: answerMs });
     // Something that takes the connection and never answers as PostgreSQL
     // does (another service on the port, a black-holing proxy) would hold
     // the start for as long as postgres.js retries, with nothing said.
@@ -996,6 +997,9 @@ async function openPostgres(
     return { store, sql, socket };
   } catch (error) {
     gaveUp = true;
+    // First, as a stop does: its probes of the pool after a connection
+    // lost under the migration stop, with their timer.
+    store?.close();
     await sql?.end({ timeout: 0 }).catch(() => {});
     // Its connections' own timers end with their sockets, which a busy
     // connection's end leaves open a moment longer.

@@ -449,6 +449,24 @@ const NO_ROOM = `SELECT
      >= current_setting('max_connections')::int
        - current_setting('superuser_reserved_connections')::int
   AS full`;
+/**
+ * PgBouncer's words when, in statement mode, it ends a client's connection
+ * at a transaction's `BEGIN` (see `#checkTransactions`).
+ */
+const STATEMENT_MODE =
+  /transaction blocks not allowed in statement pooling mode/;
+
+/**
+ * The refusal of a client behind a pooler in statement mode, `why` saying
+ * what it met (see `#checkTransactions`).
+ */
+function statementModeRefusal(why: string, cause: unknown): Error {
+  return new Error(
+    `Cannot use this PostgreSQL client as ${why}: a pooler in statement mode (PgBouncer's pool_mode = statement) does so, and every write of the store is a transaction, so none would be written. Give the store's database or user the pooler's transaction mode (with prepare: false, ?prepare=false in DATABASE_URL) or its session mode`,
+    { cause },
+  );
+}
+
 /** How long `migrate()`'s check of a pooler waits for a connection, and for each answer (see `#checkPooler`). */
 const POOLER_CHECK_MS = 3_000;
 /**
@@ -886,6 +904,9 @@ export class PostgresStore implements Store {
    * @throws {Error} If the client goes through a pooler in transaction mode
    * that does not keep prepared statements: create it with
    * `prepare: false`.
+   * @throws {Error} If the client goes through a pooler in statement mode,
+   * which ends the connection at a transaction's `BEGIN`: every write is
+   * one.
    *
    * @example Migrate at start
    * ```ts
@@ -942,6 +963,17 @@ export class PostgresStore implements Store {
             oneLine(String(message))
           }): give the process the CA that signed it (a managed database's own, such as Amazon RDS's bundle), with DENO_CERT=<file> on Deno, or NODE_EXTRA_CA_CERTS=<file> on Node and Bun`,
           { cause: error },
+        );
+      }
+      // Met by the schema's check on a connection a pooler in statement
+      // mode ended under a try before (see `#checkTransactions`), in the
+      // pooler's words (08P01, a protocol violation).
+      if (code === "08P01" && STATEMENT_MODE.test(String(message))) {
+        throw statementModeRefusal(
+          `the pooler in front of PostgreSQL ended its connection at a transaction's BEGIN (${
+            oneLine(String(message))
+          })`,
+          error,
         );
       }
       if (
@@ -1035,8 +1067,77 @@ export class PostgresStore implements Store {
         `Cannot use the PostgreSQL schema "${this.#schema}" as row-level security hides rows of ${hidden} from this role (no policy lets it read them, or its row_security is off): the store must see every row of its tables, or it reads a payment as missing and drops its job. Disable row-level security on them, add a policy for this role that lets it see and write every row, or give it BYPASSRLS`,
       );
     }
+    await this.#checkTransactions();
     if (current?.current !== true) await this.#migrateBounded();
     await this.#checkPooler();
+  }
+
+  /**
+   * Refuses, at start, a client behind a pooler in statement mode
+   * (PgBouncer's `pool_mode = statement`), which takes statements alone
+   * and ends the connection at a transaction's `BEGIN`: the schema's check
+   * answered there, and the store served healthy while every write failed
+   * "PostgreSQL lost the connection during the write …: it may have landed
+   * or not" (on an empty schema, the migration failed "write
+   * CONNECTION_CLOSED"). One transaction of one `SELECT`, sent as a
+   * write's flight is. A restart or a
+   * failover ends a connection once: one lost at it is followed by a
+   * statement alone and the transaction again, and lost again, with the
+   * statement answered, the client is refused. A statement alone that
+   * fails with the pooler's words (postgres.js 3.4.9 keeps them for the
+   * request that opens that connection again) is said too; any other
+   * failure is thrown as it came.
+   */
+  async #checkTransactions(): Promise<void> {
+    // As the store's writes go (`#transaction`: one flight, never idle
+    // in its transaction but for the moments between its messages),
+    // writing nothing; the connection's loss, as postgres.js said it.
+    const transaction = () =>
+      this.#transaction(async (tx, commit) => {
+        await commit([tx`SELECT ${1}::int AS one`]);
+      }).then(
+        () => undefined,
+        (error: unknown) =>
+          connectionLost((error as Error | null)?.cause)
+            ? (error as Error).cause
+            : error ?? new Error(String(error)),
+      );
+    const lost = await transaction();
+    if (lost === undefined) return;
+    if (!connectionLost(lost)) throw lost;
+    // And whether an idle_in_transaction_session_timeout of a second or
+    // less (1ms) may have ended it between its messages: in 17 of 30
+    // starts at 1ms, twice, where no pooler was; the store is then left to
+    // meet it as it did before this check.
+    let short = false;
+    const alone = await this.#sql<{ short: boolean }[]>`SELECT
+      pg_catalog.current_setting('idle_in_transaction_session_timeout')::interval
+        BETWEEN '1 microsecond' AND '1 second' AS short, ${1}::int AS one`
+      .then(
+        (rows) => {
+          short = ownRows(rows)[0]?.short === true;
+          return undefined;
+        },
+        (error: unknown) => error ?? new Error(String(error)),
+      );
+    const said = oneLine(String((alone as Error | undefined)?.message));
+    if (alone !== undefined && STATEMENT_MODE.test(said)) {
+      throw statementModeRefusal(
+        `the pooler in front of PostgreSQL ended its connection at a transaction's BEGIN (${said})`,
+        alone,
+      );
+    }
+    if (alone !== undefined) throw lost;
+    if (short) return;
+    const again = await transaction();
+    if (again === undefined) return;
+    if (!connectionLost(again)) throw again;
+    throw statementModeRefusal(
+      `its connection was ended at a transaction's BEGIN twice, while a statement alone answered between (${
+        oneLine(String((again as Error).message))
+      })`,
+      again,
+    );
   }
 
   /**

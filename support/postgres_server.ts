@@ -651,13 +651,13 @@ export interface OwnedPgBouncer {
  * exits, however it exits.
  *
  * @param server The PostgreSQL server it pools.
- * @param options `mode`: `"transaction"` or `"session"`; `poolSize`: server connections per database.
+ * @param options `mode`: `"transaction"`, `"session"` or `"statement"`; `poolSize`: server connections per database.
  * @returns The running pooler.
  * @throws {Error} If there is no `pgbouncer` or it does not start.
  */
 export async function startPgBouncer(
   server: PostgresServer,
-  options: { mode: "transaction" | "session"; poolSize?: number },
+  options: { mode: "transaction" | "session" | "statement"; poolSize?: number },
 ): Promise<OwnedPgBouncer> {
   const bin = await pgbouncerBin();
   if (bin === null) {

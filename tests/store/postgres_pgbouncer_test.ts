@@ -40,7 +40,7 @@ const available: boolean = await pgbouncerAvailable();
 /** This file's poolers in front of the run's server, started on first use. */
 const poolers = new Map<string, Promise<OwnedPgBouncer>>();
 function pooler(
-  mode: "transaction" | "session",
+  mode: "transaction" | "session" | "statement",
   poolSize = 4,
 ): Promise<OwnedPgBouncer> {
   const key = `${mode}/${poolSize}`;
@@ -306,6 +306,84 @@ Deno.test({
         await service.close();
       }
     } finally {
+      await database.drop();
+    }
+  },
+});
+
+Deno.test({
+  name:
+    "PostgresStore.migrate() and the service refuse a client through PgBouncer in statement mode, which ends the connection at each write's BEGIN, saying so and which pool mode to use, on an empty database and on one its owner migrated",
+  ignore: !available,
+  async fn() {
+    const database = await freshDatabase();
+    const bouncer = await pooler("statement");
+    const url = new URL(bouncer.url);
+    url.pathname = new URL(database.url).pathname;
+    url.search = "?prepare=false";
+    const fix =
+      /: a pooler in statement mode \(PgBouncer's pool_mode = statement\) does so, and every write of the store is a transaction, so none would be written\. Give the store's database or user the pooler's transaction mode \(with prepare: false, \?prepare=false in DATABASE_URL\) or its session mode$/;
+    // A pool of one meets the pooler's words; a larger one, a connection
+    // ended at BEGIN twice with a statement alone answered between.
+    const said = [
+      /^Cannot use this PostgreSQL client as the pooler in front of PostgreSQL ended its connection at a transaction's BEGIN \(transaction blocks not allowed in statement pooling mode\)/,
+      /^Cannot use this PostgreSQL client as its connection was ended at a transaction's BEGIN twice, while a statement alone answered between \(write CONNECTION_CLOSED 127\.0\.0\.1:\d+\)/,
+    ];
+    const owner = postgres(database.url, { max: 1, onnotice: () => {} });
+    try {
+      for (const [i, max] of [1, 4].entries()) {
+        const schema = `statement_${max}`;
+        const sql = postgres(url.href, { max, onnotice: () => {} });
+        // Closed before its client ends: a lost connection's probes stop.
+        const stores: PostgresStore[] = [];
+        const store = () => {
+          stores.push(new PostgresStore(sql, { schema }));
+          return stores.at(-1)!;
+        };
+        try {
+          const refused = (error: Error) => {
+            assert.match(error.message, said[i]!);
+            assert.match(error.message, fix);
+            return true;
+          };
+          // Before: "write CONNECTION_CLOSED 127.0.0.1:…", no more.
+          await assert.rejects(store().migrate(), refused);
+          // Its owner migrated it directly. Before, migrate() answered
+          // and the store served, every write failing "PostgreSQL lost
+          // the connection during the write (…): it may have landed or
+          // not".
+          await new PostgresStore(owner, { schema }).migrate();
+          await assert.rejects(store().migrate(), refused);
+        } finally {
+          for (const each of stores) each.close();
+          // postgres.js 3.4.9 waits for good on a connection the pooler
+          // ended so.
+          await sql.end({ timeout: 0.05 });
+        }
+      }
+      await new PostgresStore(owner).migrate();
+      await assert.rejects(
+        openService(
+          loadConfig({
+            SENDER_URL: "http://127.0.0.1:9",
+            WEBHOOK_SECRET: "a-secret-of-16-chars",
+            DATABASE_URL: url.href,
+          }),
+          { log: () => {} },
+        ),
+        (error) => {
+          assert.ok(error instanceof ConfigError, String(error));
+          assert.match(
+            error.message,
+            /^DATABASE_URL: cannot open PostgreSQL 127\.0\.0\.1:\d+\/\S+, no TLS: Cannot use this PostgreSQL client as /,
+          );
+          assert.match(error.message, fix);
+          assert.ok(!error.message.includes(url.password));
+          return true;
+        },
+      );
+    } finally {
+      await owner.end();
       await database.drop();
     }
   },
