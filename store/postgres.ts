@@ -904,6 +904,9 @@ export class PostgresStore implements Store {
    * @throws {Error} If the client goes through a pooler in transaction mode
    * that does not keep prepared statements: create it with
    * `prepare: false`.
+   * @throws {Error} If the server refuses a setting the client sends at
+   * connect (a parameter of the URL's query postgres.js does not read,
+   * such as libpq's `sslrootcert` or `channel_binding`): it names it.
    * @throws {Error} If the client goes through a pooler in statement mode,
    * which ends the connection at a transaction's `BEGIN`: every write is
    * one.
@@ -962,6 +965,32 @@ export class PostgresStore implements Store {
           `Cannot migrate the PostgreSQL schema "${this.#schema}" as the server's TLS certificate does not chain to a CA this process trusts (${
             oneLine(String(message))
           }): give the process the CA that signed it (a managed database's own, such as Amazon RDS's bundle), with DENO_CERT=<file> on Deno, or NODE_EXTRA_CA_CERTS=<file> on Node and Bun`,
+          { cause: error },
+        );
+      }
+      // A parameter of the URL's query postgres.js does not read itself
+      // (libpq's sslrootcert, the channel_binding of Neon's URLs) goes to
+      // the server as a setting at each connect, which refuses it: the
+      // server's words alone read as its own fault. Named, never its value.
+      const setting = code === "42704"
+        ? /^unrecognized configuration parameter "([^"]+)"$/.exec(
+          String(message),
+        )?.[1]
+        : undefined;
+      const sent = (this.#sql.options as { connection?: object } | undefined)
+        ?.connection;
+      if (
+        setting !== undefined && typeof sent === "object" && sent !== null &&
+        Object.hasOwn(sent, setting)
+      ) {
+        throw new Error(
+          `Cannot migrate the PostgreSQL schema "${this.#schema}" as the server refused the setting "${setting}" the client sends at each connect (${
+            oneLine(String(message))
+          }): postgres.js sends each parameter of the URL's query it does not read itself (libpq's sslrootcert and channel_binding among them) as a server setting; remove it from the URL, or from the client's connection option${
+            setting === "sslrootcert"
+              ? ", and give the process the CA with DENO_CERT=<file> on Deno, or NODE_EXTRA_CA_CERTS=<file> on Node and Bun"
+              : ""
+          }`,
           { cause: error },
         );
       }

@@ -316,3 +316,49 @@ Deno.test({
       }),
   ),
 });
+
+Deno.test({
+  name:
+    "PostgresStore.migrate() on a client whose URL carries a libpq parameter postgres.js sends the server as a setting (sslrootcert, channel_binding) names it and says to remove it, never its value",
+  ignore,
+  fn: timeout(20_000, async () => {
+    const database = await freshDatabase();
+    const { url } = database;
+    try {
+      for (
+        const [query, name, more] of [
+          [
+            "?sslrootcert=%2Fsecret%2Fca.pem",
+            "sslrootcert",
+            /DENO_CERT=<file>/,
+          ],
+          ["?channel_binding=require", "channel_binding", /option$/],
+        ] as const
+      ) {
+        const sql = postgres(url + query, { max: 2, onnotice: () => {} });
+        try {
+          // Before: the server's words alone, 'unrecognized configuration
+          // parameter "channel_binding"', read as the server's fault.
+          await assert.rejects(
+            new PostgresStore(sql).migrate(),
+            (error: Error) => {
+              assert.match(
+                error.message,
+                new RegExp(
+                  `^Cannot migrate the PostgreSQL schema "relayer" as the server refused the setting "${name}" the client sends at each connect \\(unrecognized configuration parameter "${name}"\\): postgres\\.js sends each parameter of the URL's query it does not read itself \\(libpq's sslrootcert and channel_binding among them\\) as a server setting; remove it from the URL`,
+                ),
+              );
+              assert.match(error.message, more);
+              assert.doesNotMatch(error.message, /secret|require/);
+              return true;
+            },
+          );
+        } finally {
+          await sql.end();
+        }
+      }
+    } finally {
+      await database.drop();
+    }
+  }),
+});
