@@ -633,9 +633,29 @@ Deno.test("qstashPublisher() fails a publish QStash does not answer within timeo
 Deno.test("qstashPublisher() waits 10 s for QStash's answer when timeoutMs is not given", async () => {
   const listener = Deno.listen({ hostname: "127.0.0.1", port: 0 });
   const held: Deno.Conn[] = [];
+  let reached = () => {};
+  const publishReached = new Promise<void>((resolve) => reached = resolve);
   const accepting = (async () => {
-    for await (const conn of listener) held.push(conn);
+    for await (const conn of listener) {
+      held.push(conn);
+      // The publish's first bytes: QStash has it, and answers nothing.
+      conn.read(new Uint8Array(1024)).then(reached, () => {});
+    }
   })();
+  // The bound is the one timer the publish arms (the test above waits out
+  // a timeoutMs of 200 for real): its delay is read, and it is fired once
+  // QStash has the publish, where waiting it out took 10 s.
+  const armed: unknown[] = [];
+  let bound:
+    | { fn: () => void; id: ReturnType<typeof setTimeout> }
+    | undefined;
+  const realSetTimeout = globalThis.setTimeout;
+  globalThis.setTimeout = ((fn: () => void, ms?: number) => {
+    armed.push(ms);
+    const id = realSetTimeout(fn, ms);
+    if (ms === 10_000) bound = { fn, id };
+    return id;
+  }) as typeof setTimeout;
   try {
     const publisher = qstashPublisher({
       token: "qstash-token",
@@ -644,16 +664,27 @@ Deno.test("qstashPublisher() waits 10 s for QStash's answer when timeoutMs is no
       baseUrl: `http://127.0.0.1:${listener.addr.port}`,
     });
     const started = Date.now();
+    const publishing = withTimeout(
+      () => publisher.publish({ intentId: "pi_0001", kind: "settle" }),
+      15_000,
+    );
+    publishing.catch(() => {});
+    await withTimeout(() => publishReached, 5_000);
+    assert.deepEqual(
+      armed.filter((ms) => ms !== 15_000 && ms !== 5_000),
+      [10_000],
+      "the publish's one timer",
+    );
+    clearTimeout(bound!.id);
+    bound!.fn();
     await assert.rejects(
-      withTimeout(
-        () => publisher.publish({ intentId: "pi_0001", kind: "settle" }),
-        15_000,
-      ),
+      publishing,
       /^Error: QStash did not answer the publish of pi_0001\/settle within 10000 ms: /,
     );
     const waited = Date.now() - started;
-    assert.ok(waited >= 9_900 && waited < 12_000, `waited ${waited} ms`);
+    assert.ok(waited < 2_000, `waited ${waited} ms`);
   } finally {
+    globalThis.setTimeout = realSetTimeout;
     listener.close();
     for (const conn of held) conn.close();
     await accepting.catch(() => {});
