@@ -57,37 +57,66 @@ Deno.test("openService() refuses a KV_URL database whose first read is refused, 
 Deno.test(
   "openService() refuses a KV_URL database that opens only after 10 s, and closes it once it opens (left open, its connection would hold the server's shutdown)",
   timeout(30_000, async () => {
+    // The start's bound is the one timer of 10 s it arms: it is fired once
+    // the metadata request is in, as if the endpoint had been silent for
+    // 10 s, and the metadata comes after the refusal, where waiting both
+    // out took 11 s.
+    const armed: unknown[] = [];
+    let bound:
+      | { fn: () => void; id: ReturnType<typeof setTimeout> }
+      | undefined;
+    const realSetTimeout = globalThis.setTimeout;
+    globalThis.setTimeout = ((fn: () => void, ms?: number) => {
+      armed.push(ms);
+      const id = realSetTimeout(fn, ms);
+      if (ms === 10_000) bound = { fn, id };
+      return id;
+    }) as typeof setTimeout;
+    let asked: () => void = () => {};
+    const metadataAsked = new Promise<void>((resolve) => (asked = resolve));
+    let answer: () => void = () => {};
     let answered: () => void = () => {};
     const metadataSent = new Promise<void>((resolve) => (answered = resolve));
-    let held: ReturnType<typeof setTimeout> | undefined;
     const server = Deno.serve(
       { hostname: "127.0.0.1", port: 0, onListen() {} },
       () =>
         new Promise<Response>((resolve) => {
-          // The metadata, 1 s past the start's 10 s.
-          held = setTimeout(() => {
+          answer = () => {
             resolve(kvMetadata());
             answered();
-          }, 11_000);
+          };
+          asked();
         }),
     );
     try {
       {
-        const refused = await openAt(server).then(
+        const opening = openAt(server).then(
           () => undefined,
           (error: Error) => error.message,
         );
+        await metadataAsked;
+        assert.deepEqual(
+          armed.filter((ms) => ms !== 30_000),
+          [10_000],
+          "the start's one timer",
+        );
+        clearTimeout(bound!.id);
+        bound!.fn();
+        const refused = await opening;
         assert.match(
           refused ?? "it started",
           /^KV_URL: cannot open the KV Connect database \(no answer from its metadata endpoint within 10s\)/,
         );
-        // The late open comes back, and is closed: the resource sanitizer
-        // would find it open otherwise.
+        // The metadata, once the start has refused: the late open comes
+        // back, and is closed: the resource sanitizer would find it open
+        // otherwise.
+        answer();
         await metadataSent;
         await new Promise((resolve) => setTimeout(resolve, 500));
       }
     } finally {
-      clearTimeout(held);
+      globalThis.setTimeout = realSetTimeout;
+      answer();
       await server.shutdown();
     }
   }),
