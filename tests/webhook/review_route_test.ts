@@ -394,54 +394,82 @@ Deno.test("POST /v1/intents/:id/resolve will not fail a payment one of whose txs
 // Up to 32 txs on record, each read in turn against one 5 s budget: a
 // signer that answers every receipt in 2 s can never let an operator fail
 // a payment with 3 txs (503 on every try). The relayer reads them at once
-// for this very reason.
+// for this very reason. Here no receipt is answered until all three are
+// asked: read in turn, the first waits on the others, and the budget ends
+// the request with a 503.
 Deno.test("POST /v1/intents/:id/resolve reads every receipt at once within its 5 s, not one after another", async () => {
-  const timers = new Set<ReturnType<typeof setTimeout>>();
-  const slowDropped = () =>
+  let asked: (() => void)[] = [];
+  const droppedOnceAllAsked = () =>
     new Promise<ReceiptStatus>((resolve) => {
-      const id = setTimeout(() => {
-        timers.delete(id);
-        resolve("dropped");
-      }, 2_000);
-      timers.add(id);
+      asked.push(() => resolve("dropped"));
+      if (asked.length === 3) {
+        const all = asked;
+        asked = [];
+        for (const answer of all) answer();
+      }
     });
   const { failAfterWait, version } = await inReview({
     txHashes: ["0xa", "0xb", "0xc"],
     sender: {
       send: () => Promise.reject(new Error("no sends here")),
-      receipt: slowDropped,
+      receipt: droppedOnceAllAsked,
     },
   });
-  try {
-    // The nonce looked up: every tx reads dropped, which alone is no proof.
-    const res = await failAfterWait({
-      to: "failed",
-      version,
-      nonceChecked: true,
-    });
-    const body = await res.json();
-    assert.equal(res.status, 200, JSON.stringify(body));
-    assert.equal(body.intent.state, "failed");
-  } finally {
-    for (const id of timers) clearTimeout(id);
-  }
+  // The nonce looked up: every tx reads dropped, which alone is no proof.
+  const res = await failAfterWait({
+    to: "failed",
+    version,
+    nonceChecked: true,
+  });
+  const body = await res.json();
+  assert.equal(res.status, 200, JSON.stringify(body));
+  assert.equal(body.intent.state, "failed");
 });
 
 Deno.test("POST /v1/intents/:id/resolve answers 503 when a receipt does not come within 5 s, aborts the signal it gave the Sender, and leaves no timer behind", async () => {
   const signals = new Map<string, AbortSignal | undefined>();
+  let askedB = () => {};
+  const bAsked = new Promise<void>((resolve) => askedB = resolve);
   const { store, resolve, version, lines } = await inReview({
     txHashes: ["0xa", "0xb"],
     sender: {
       send: () => Promise.reject(new Error("no sends here")),
       receipt: (txHash, options) => {
         signals.set(txHash, options?.signal);
-        return txHash === "0xa"
-          ? Promise.resolve("dropped")
-          : new Promise<ReceiptStatus>(() => {});
+        if (txHash === "0xa") return Promise.resolve("dropped");
+        askedB();
+        return new Promise<ReceiptStatus>(() => {});
       },
     },
   });
-  const res = await resolve({ to: "failed", version });
+  // The budget is the timer of 5 s the route arms: it is fired once 0xb's
+  // receipt is asked for, where waiting it out took 5 s.
+  const armed: unknown[] = [];
+  let budget:
+    | { fn: () => void; id: ReturnType<typeof setTimeout> }
+    | undefined;
+  const realSetTimeout = globalThis.setTimeout;
+  globalThis.setTimeout = ((fn: () => void, ms?: number) => {
+    armed.push(ms);
+    const id = realSetTimeout(fn, ms);
+    if (ms === 5_000) budget = { fn, id };
+    return id;
+  }) as typeof setTimeout;
+  let res: Response;
+  try {
+    const answered = resolve({ to: "failed", version });
+    await bAsked;
+    assert.deepEqual(
+      armed.filter((ms) => ms === 5_000),
+      [5_000],
+      `timers set: ${armed}`,
+    );
+    clearTimeout(budget!.id);
+    budget!.fn();
+    res = await answered;
+  } finally {
+    globalThis.setTimeout = realSetTimeout;
+  }
   const body = await res.json();
   assert.equal(res.status, 503, JSON.stringify(body));
   assert.match(body.type, /receipts-unread$/);
