@@ -204,7 +204,16 @@ Deno.test({
                   }
                 };
                 const workers = [0, 1, 2, 3].map(worker);
-                await new Promise((resolve) => setTimeout(resolve, 1_000));
+                // The primary stops under the writes: once each worker's
+                // second write landed (the next is in flight), or after
+                // 1 s at most, where it waited that second out.
+                const writing = performance.now() + 1_000;
+                while (
+                  performance.now() < writing &&
+                  ![0, 1, 2, 3].every((w) => written.includes(`pi_${w}_1`))
+                ) {
+                  await new Promise((resolve) => setTimeout(resolve, 10));
+                }
                 await pair.primary.halt("fast");
                 await new Promise((resolve) => setTimeout(resolve, 1_000));
                 if (end === "promoted") await pair.promote();
