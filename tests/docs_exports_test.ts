@@ -47,7 +47,7 @@ Deno.test("CI lints and renders the docs of every entry point deno.json exports,
   );
   const ci = await Deno.readTextFile(new URL(".ci/run", ROOT));
   const docLines = ci.split("\n").filter((line) =>
-    /^(if )?"\$\{DENO\[@\]\}" doc /.test(line)
+    /^\s*(if )?"\$\{DENO\[@\]\}" doc /.test(line)
   );
   assert.equal(docLines.length, 2, `.ci/run's deno doc lines:\n${docLines}`);
   const task = (config as unknown as { tasks: { check: { command: string } } })
