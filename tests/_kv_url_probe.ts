@@ -10,6 +10,7 @@
  *
  * @module
  */
+import { catchTimers } from "./_armed_timer.ts";
 import assert from "node:assert/strict";
 import { ConfigError, loadConfig } from "../webhook/config.ts";
 import { openService } from "../main.ts";
@@ -61,17 +62,7 @@ Deno.test(
     // the metadata request is in, as if the endpoint had been silent for
     // 10 s, and the metadata comes after the refusal, where waiting both
     // out took 11 s.
-    const armed: unknown[] = [];
-    let bound:
-      | { fn: () => void; id: ReturnType<typeof setTimeout> }
-      | undefined;
-    const realSetTimeout = globalThis.setTimeout;
-    globalThis.setTimeout = ((fn: () => void, ms?: number) => {
-      armed.push(ms);
-      const id = realSetTimeout(fn, ms);
-      if (ms === 10_000) bound = { fn, id };
-      return id;
-    }) as typeof setTimeout;
+    const timers = catchTimers(10_000);
     let asked: () => void = () => {};
     const metadataAsked = new Promise<void>((resolve) => (asked = resolve));
     let answer: () => void = () => {};
@@ -96,12 +87,11 @@ Deno.test(
         );
         await metadataAsked;
         assert.deepEqual(
-          armed.filter((ms) => ms !== 30_000),
+          timers.armed.filter((ms) => ms !== 30_000),
           [10_000],
           "the start's one timer",
         );
-        clearTimeout(bound!.id);
-        bound!.fn();
+        timers.fire();
         const refused = await opening;
         assert.match(
           refused ?? "it started",
@@ -115,7 +105,7 @@ Deno.test(
         await new Promise((resolve) => setTimeout(resolve, 500));
       }
     } finally {
-      globalThis.setTimeout = realSetTimeout;
+      timers.restore();
       answer();
       await server.shutdown();
     }

@@ -7,6 +7,7 @@
  * @module
  */
 
+import { catchTimers } from "./_armed_timer.ts";
 import assert from "node:assert/strict";
 import { openService } from "../main.ts";
 import { MemoryStore, ScriptedSender } from "../mod.ts";
@@ -645,17 +646,7 @@ Deno.test("qstashPublisher() waits 10 s for QStash's answer when timeoutMs is no
   // The bound is the one timer the publish arms (the test above waits out
   // a timeoutMs of 200 for real): its delay is read, and it is fired once
   // QStash has the publish, where waiting it out took 10 s.
-  const armed: unknown[] = [];
-  let bound:
-    | { fn: () => void; id: ReturnType<typeof setTimeout> }
-    | undefined;
-  const realSetTimeout = globalThis.setTimeout;
-  globalThis.setTimeout = ((fn: () => void, ms?: number) => {
-    armed.push(ms);
-    const id = realSetTimeout(fn, ms);
-    if (ms === 10_000) bound = { fn, id };
-    return id;
-  }) as typeof setTimeout;
+  const timers = catchTimers(10_000);
   try {
     const publisher = qstashPublisher({
       token: "qstash-token",
@@ -671,12 +662,11 @@ Deno.test("qstashPublisher() waits 10 s for QStash's answer when timeoutMs is no
     publishing.catch(() => {});
     await withTimeout(() => publishReached, 5_000);
     assert.deepEqual(
-      armed.filter((ms) => ms !== 15_000 && ms !== 5_000),
+      timers.armed.filter((ms) => ms !== 15_000 && ms !== 5_000),
       [10_000],
       "the publish's one timer",
     );
-    clearTimeout(bound!.id);
-    bound!.fn();
+    timers.fire();
     await assert.rejects(
       publishing,
       /^Error: QStash did not answer the publish of pi_0001\/settle within 10000 ms: /,
@@ -684,7 +674,7 @@ Deno.test("qstashPublisher() waits 10 s for QStash's answer when timeoutMs is no
     const waited = Date.now() - started;
     assert.ok(waited < 2_000, `waited ${waited} ms`);
   } finally {
-    globalThis.setTimeout = realSetTimeout;
+    timers.restore();
     listener.close();
     for (const conn of held) conn.close();
     await accepting.catch(() => {});

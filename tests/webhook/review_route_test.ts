@@ -6,6 +6,7 @@
  * @module
  */
 
+import { catchTimers } from "../_armed_timer.ts";
 import assert from "node:assert/strict";
 import { createApp } from "../../webhook/app.ts";
 import {
@@ -444,31 +445,20 @@ Deno.test("POST /v1/intents/:id/resolve answers 503 when a receipt does not come
   });
   // The budget is the timer of 5 s the route arms: it is fired once 0xb's
   // receipt is asked for, where waiting it out took 5 s.
-  const armed: unknown[] = [];
-  let budget:
-    | { fn: () => void; id: ReturnType<typeof setTimeout> }
-    | undefined;
-  const realSetTimeout = globalThis.setTimeout;
-  globalThis.setTimeout = ((fn: () => void, ms?: number) => {
-    armed.push(ms);
-    const id = realSetTimeout(fn, ms);
-    if (ms === 5_000) budget = { fn, id };
-    return id;
-  }) as typeof setTimeout;
+  const timers = catchTimers(5_000);
   let res: Response;
   try {
     const answered = resolve({ to: "failed", version });
     await bAsked;
     assert.deepEqual(
-      armed.filter((ms) => ms === 5_000),
+      timers.armed.filter((ms) => ms === 5_000),
       [5_000],
-      `timers set: ${armed}`,
+      `timers set: ${timers.armed}`,
     );
-    clearTimeout(budget!.id);
-    budget!.fn();
+    timers.fire();
     res = await answered;
   } finally {
-    globalThis.setTimeout = realSetTimeout;
+    timers.restore();
   }
   const body = await res.json();
   assert.equal(res.status, 503, JSON.stringify(body));
