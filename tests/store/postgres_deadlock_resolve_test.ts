@@ -19,17 +19,11 @@
  */
 
 import assert from "node:assert/strict";
-import postgres from "postgres";
 import { createRelayer, notSent, poison, ScriptedSender } from "../../mod.ts";
-import { PostgresStore } from "../../store/postgres.ts";
-import {
-  freshDatabase,
-  postgresAvailable,
-  sharedClient,
-} from "../_postgres.ts";
+import { postgresAvailable } from "../_postgres.ts";
 import { overriding } from "../_stores.ts";
 import { timeout } from "../_timeout.ts";
-import { waitingOnLock } from "./_waiting_on_lock.ts";
+import { deadlockSessions, waitingOnLock } from "./_waiting_on_lock.ts";
 
 const NAME = "relayer_deadlock_resolve";
 
@@ -38,18 +32,8 @@ Deno.test({
     "the relayer on PostgresStore answers busy where its write failing a payment meets a deadlock with another session, and the next delivery fails it: never review for a deadlock",
   ignore: !postgresAvailable,
   fn: timeout(60_000, async () => {
-    const database = await freshDatabase();
-    // The run's client, on another database: it watches the write's wait
-    // while `admin`'s one connection is in the other session's transaction.
-    const watch = await sharedClient();
-    const sql = postgres(database.url, {
-      onnotice: () => {},
-      connection: { application_name: NAME, deadlock_timeout: "1s" },
-    });
-    const admin = postgres(database.url, { max: 1, onnotice: () => {} });
-    const store = new PostgresStore(sql);
+    const { watch, admin, store, close } = await deadlockSessions(NAME);
     try {
-      await store.migrate();
       await store.createIntent({
         id: "pi_0001",
         state: "authorized",
@@ -120,10 +104,7 @@ Deno.test({
       assert.deepEqual([failed?.state, failed?.hold], ["failed", "voided"]);
       assert.equal(sender.calls.length, 2);
     } finally {
-      store.close();
-      await sql.end();
-      await admin.end();
-      await database.drop();
+      await close();
     }
   }),
 });

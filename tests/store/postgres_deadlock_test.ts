@@ -18,16 +18,10 @@
  */
 
 import assert from "node:assert/strict";
-import postgres from "postgres";
 import { BusyError } from "../../mod.ts";
-import { PostgresStore } from "../../store/postgres.ts";
-import {
-  freshDatabase,
-  postgresAvailable,
-  sharedClient,
-} from "../_postgres.ts";
+import { postgresAvailable } from "../_postgres.ts";
 import { timeout } from "../_timeout.ts";
-import { waitingOnLock } from "./_waiting_on_lock.ts";
+import { deadlockSessions, waitingOnLock } from "./_waiting_on_lock.ts";
 
 const NAME = "relayer_deadlock";
 
@@ -36,18 +30,8 @@ Deno.test({
     "PostgresStore's write ended in a deadlock with another session is a BusyError naming the deadlock, nothing of it written, and lands when asked again",
   ignore: !postgresAvailable,
   fn: timeout(30_000, async () => {
-    const database = await freshDatabase();
-    // The run's client, on another database: it watches the write's wait
-    // while `admin`'s one connection is in the other session's transaction.
-    const watch = await sharedClient();
-    const sql = postgres(database.url, {
-      onnotice: () => {},
-      connection: { application_name: NAME, deadlock_timeout: "1s" },
-    });
-    const admin = postgres(database.url, { max: 1, onnotice: () => {} });
-    const store = new PostgresStore(sql);
+    const { watch, admin, store, close } = await deadlockSessions(NAME);
     try {
-      await store.migrate();
       const intent = await store.createIntent({
         id: "pi_0001",
         state: "authorized",
@@ -98,10 +82,7 @@ Deno.test({
       }, { lease });
       assert.equal(settling.state, "settling");
     } finally {
-      store.close();
-      await sql.end();
-      await admin.end();
-      await database.drop();
+      await close();
     }
   }),
 });
