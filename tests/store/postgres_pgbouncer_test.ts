@@ -69,6 +69,25 @@ function through(
   return postgres(pooler.url, { ...options, onnotice: () => {} });
 }
 
+/** The service's settings but its database's, as these suites start it. */
+const SERVICE_ENV = {
+  SENDER_URL: "http://127.0.0.1:9",
+  WEBHOOK_SECRET: "a-secret-of-16-chars",
+} as const;
+
+/**
+ * A fresh database of the run's server, the URL that reaches it through
+ * the pooler of `mode` (its query empty), and its own URL (`direct`).
+ */
+async function pooledDatabase(
+  mode: "transaction" | "statement",
+): Promise<{ url: URL; direct: string; drop: () => Promise<void> }> {
+  const database = await freshDatabase();
+  const url = new URL((await pooler(mode)).url);
+  url.pathname = new URL(database.url).pathname;
+  return { url, direct: database.url, drop: () => database.drop() };
+}
+
 /** The PostgreSQL server session a statement of `sql` runs on. */
 async function backendPid(sql: postgres.Sql | postgres.TransactionSql) {
   const [row] = await sql<{ pid: number }[]>`SELECT pg_backend_pid() AS pid`;
@@ -230,14 +249,7 @@ Deno.test({
     "the service through PgBouncer refuses a DATABASE_URL whose query sets a server setting at connect (?options=, ?search_path=), which PgBouncer takes from no client, in one line saying to set it on the role",
   ignore: !available,
   async fn() {
-    const database = await freshDatabase();
-    const bouncer = await pooler("transaction");
-    const url = new URL(bouncer.url);
-    url.pathname = new URL(database.url).pathname;
-    const env = {
-      SENDER_URL: "http://127.0.0.1:9",
-      WEBHOOK_SECRET: "a-secret-of-16-chars",
-    };
+    const { url, drop } = await pooledDatabase("transaction");
     try {
       for (
         const [query, name] of [
@@ -247,7 +259,7 @@ Deno.test({
       ) {
         url.search = query!;
         await assert.rejects(
-          openService(loadConfig({ ...env, DATABASE_URL: url.href }), {
+          openService(loadConfig({ ...SERVICE_ENV, DATABASE_URL: url.href }), {
             log: () => {},
           }),
           (error) => {
@@ -261,7 +273,7 @@ Deno.test({
         );
       }
     } finally {
-      await database.drop();
+      await drop();
     }
   },
 });
@@ -271,17 +283,10 @@ Deno.test({
     "the service refuses a DATABASE_URL through a pooler in transaction mode in one line naming ?prepare=false, and serves with it",
   ignore: !available,
   async fn() {
-    const database = await freshDatabase();
-    const bouncer = await pooler("transaction");
-    const url = new URL(bouncer.url);
-    url.pathname = new URL(database.url).pathname;
-    const env = {
-      SENDER_URL: "http://127.0.0.1:9",
-      WEBHOOK_SECRET: "a-secret-of-16-chars",
-    };
+    const { url, drop } = await pooledDatabase("transaction");
     try {
       await assert.rejects(
-        openService(loadConfig({ ...env, DATABASE_URL: url.href }), {
+        openService(loadConfig({ ...SERVICE_ENV, DATABASE_URL: url.href }), {
           log: () => {},
         }),
         (error) => {
@@ -296,7 +301,7 @@ Deno.test({
       );
       url.search = "?prepare=false";
       const service = await openService(
-        loadConfig({ ...env, DATABASE_URL: url.href }),
+        loadConfig({ ...SERVICE_ENV, DATABASE_URL: url.href }),
         { log: () => {} },
       );
       try {
@@ -306,7 +311,7 @@ Deno.test({
         await service.close();
       }
     } finally {
-      await database.drop();
+      await drop();
     }
   },
 });
@@ -316,10 +321,7 @@ Deno.test({
     "PostgresStore.migrate() and the service refuse a client through PgBouncer in statement mode, which ends the connection at each write's BEGIN, saying so and which pool mode to use, on an empty database and on one its owner migrated",
   ignore: !available,
   async fn() {
-    const database = await freshDatabase();
-    const bouncer = await pooler("statement");
-    const url = new URL(bouncer.url);
-    url.pathname = new URL(database.url).pathname;
+    const { url, direct, drop } = await pooledDatabase("statement");
     url.search = "?prepare=false";
     const fix =
       /: a pooler in statement mode \(PgBouncer's pool_mode = statement\) does so, and every write of the store is a transaction, so none would be written\. Give the store's database or user the pooler's transaction mode \(with prepare: false, \?prepare=false in DATABASE_URL\) or its session mode$/;
@@ -329,7 +331,7 @@ Deno.test({
       /^Cannot use this PostgreSQL client as the pooler in front of PostgreSQL ended its connection at a transaction's BEGIN \(transaction blocks not allowed in statement pooling mode\)/,
       /^Cannot use this PostgreSQL client as its connection was ended at a transaction's BEGIN twice, while a statement alone answered between \(write CONNECTION_CLOSED 127\.0\.0\.1:\d+\)/,
     ];
-    const owner = postgres(database.url, { max: 1, onnotice: () => {} });
+    const owner = postgres(direct, { max: 1, onnotice: () => {} });
     try {
       for (const [i, max] of [1, 4].entries()) {
         const schema = `statement_${max}`;
@@ -365,8 +367,7 @@ Deno.test({
       await assert.rejects(
         openService(
           loadConfig({
-            SENDER_URL: "http://127.0.0.1:9",
-            WEBHOOK_SECRET: "a-secret-of-16-chars",
+            ...SERVICE_ENV,
             DATABASE_URL: url.href,
           }),
           { log: () => {} },
@@ -384,7 +385,7 @@ Deno.test({
       );
     } finally {
       await owner.end();
-      await database.drop();
+      await drop();
     }
   },
 });
