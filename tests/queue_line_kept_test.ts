@@ -8,6 +8,7 @@
 import assert from "node:assert/strict";
 import { openService } from "../main.ts";
 import { loadConfig } from "../webhook/config.ts";
+import { signerStub } from "./_signer_stub.ts";
 import { timeout } from "./_timeout.ts";
 
 const OPS = "queue-ops-token-0123456789";
@@ -17,18 +18,7 @@ Deno.test(
   "openService() with KV_QUEUE=1 and a CAP past 8 days: an older message of a dropped job, due after the drop, is acked unhandled and sends nothing",
   timeout(60_000, async () => {
     const dir = await Deno.makeTempDir({ prefix: "relayer_queue_kept_" });
-    let sends = 0;
-    const stub = Deno.serve(
-      { port: 0, hostname: "127.0.0.1", onListen() {} },
-      async (request) => {
-        await request.body?.cancel();
-        if (new URL(request.url).pathname === "/send") {
-          sends++;
-          return Response.json({ txHash: "0xabc" });
-        }
-        return Response.json({ status: "pending" });
-      },
-    );
+    const { stub, sends } = signerStub("pending");
     const clock = { stepMs: 0 };
     const now = () => Date.now() + clock.stepMs;
     // Each line's expiry, by the test's clock, as its commit asked.
@@ -142,7 +132,7 @@ Deno.test(
       // Its line: acked unhandled, or its delivery's outcome after the send.
       const intent = await store.getIntent("pi_0001");
       assert.deepEqual(
-        [sends, intent?.state],
+        [sends(), intent?.state],
         [0, "authorized"],
         `the dropped job's older message went on as a fresh job:\n${
           lines.join("\n")

@@ -7,29 +7,10 @@ import assert from "node:assert/strict";
 import { openService } from "../main.ts";
 import { type Config, loadConfig } from "../webhook/config.ts";
 import type { Store } from "../mod.ts";
+import { signerStub } from "./_signer_stub.ts";
 import { timeout } from "./_timeout.ts";
 
 const OPS = "queue-ops-token-0123456789";
-
-/** The signer stub: every send lands as 0xabc, every receipt confirmed; `sends()` counts the sends. */
-function signerStub(): {
-  stub: Deno.HttpServer<Deno.NetAddr>;
-  sends: () => number;
-} {
-  let sends = 0;
-  const stub = Deno.serve(
-    { port: 0, hostname: "127.0.0.1", onListen() {} },
-    async (request) => {
-      await request.body?.cancel();
-      if (new URL(request.url).pathname === "/send") {
-        sends++;
-        return Response.json({ txHash: "0xabc" });
-      }
-      return Response.json({ status: "confirmed" });
-    },
-  );
-  return { stub, sends: () => sends };
-}
 
 /** The service's settings: the local queue on a file in `dir`, two deliveries 50 ms apart. */
 function lineConfig(port: number, dir: string): Config {
@@ -62,7 +43,7 @@ Deno.test(
   "openService() with KV_QUEUE=1: a delivery that sends after the job's newer message dropped it (held up past the drop's lease) still follows its send up",
   timeout(60_000, async () => {
     const dir = await Deno.makeTempDir({ prefix: "relayer_queue_line_" });
-    const stub = signerStub().stub;
+    const stub = signerStub("confirmed").stub;
     // The first read of the job's line returns once `release` is called: the
     // delivery that made it held up there (a VM paused, a process stopped).
     const get = Deno.Kv.prototype.get;
@@ -149,7 +130,7 @@ Deno.test(
  */
 async function droppedThenDeliveredAgain(cutEndedMark: boolean): Promise<void> {
   const dir = await Deno.makeTempDir({ prefix: "relayer_queue_line_" });
-  const signer = signerStub();
+  const signer = signerStub("confirmed");
   const stub = signer.stub;
   // The message as enqueued in its commit.
   const values: unknown[] = [];
@@ -251,7 +232,7 @@ Deno.test(
   "openService() with KV_QUEUE=1: a drop marks its message and releases the intent's lease, so a redrive right after it sends at its first delivery",
   timeout(60_000, async () => {
     const dir = await Deno.makeTempDir({ prefix: "relayer_queue_line_" });
-    const signer = signerStub();
+    const signer = signerStub("confirmed");
     const stub = signer.stub;
     const lines: string[] = [];
     const service = await openService(
