@@ -3414,9 +3414,13 @@ export function createApp(deps: AppDeps): WebhookApp {
     }
     const { bytes, text: raw } = read;
     // Past the limit, in the room a bridge's give-up has
-    // (GAVE_UP_HEADROOM_BYTES; off the common path): anything but a signed
-    // give-up is refused as a body over the limit is, 413 (a `t` out of
-    // time 401 ahead of it).
+    // (GAVE_UP_HEADROOM_BYTES; off the common path): a body whose signature
+    // does not verify, that is not JSON or that carries no `gaveUp` is
+    // refused as a body over the limit is, 413 (a `t` out of time 401
+    // ahead of it). A signed body that carries `gaveUp` is its signer's
+    // give-up, read as one within the limit is: a fault in it (`gaveUp`
+    // no object, `job` missing, a `delivery` beside it) is a 400 that
+    // names it, as a 413 would send the bridge's author to its size.
     const over = bytes.byteLength > maxBodyBytes;
     let claim: ReplayClaim | undefined;
     if (verifyHmac) {

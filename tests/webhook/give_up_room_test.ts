@@ -3,7 +3,8 @@
  * `MAX_BODY_BYTES`, and no more: a give-up of `MAX_BODY_BYTES` + 1024 bytes
  * is taken, one byte more is refused 413, and a refusal for the size, found
  * from `Content-Length` or as a chunked body is read, names the delivery's
- * limit, `MAX_BODY_BYTES`, not the give-up's room past it.
+ * limit, `MAX_BODY_BYTES`, not the give-up's room past it. Within that room,
+ * a signed body that carries `gaveUp` is read as a give-up, its faults 400.
  *
  * @module
  */
@@ -84,7 +85,7 @@ Deno.test("POST /v1/deliveries refused for its size past the give-up's room, by 
   }
 });
 
-Deno.test("POST /v1/deliveries past MAX_BODY_BYTES, within a give-up's room, refuses anything but a signed give-up 413 as a body over the limit, a t out of time 401 first", async () => {
+Deno.test("POST /v1/deliveries past MAX_BODY_BYTES, within a give-up's room, refuses 413, as a body over the limit, what is unsigned, not JSON or without gaveUp, a t out of time 401 first", async () => {
   const { app } = await makeApp({ deps: { maxBodyBytes: LIMIT } });
   const tooLarge = `A request body may be at most ${LIMIT} bytes.`;
   const bytes = LIMIT + ROOM / 2;
@@ -116,4 +117,45 @@ Deno.test("POST /v1/deliveries past MAX_BODY_BYTES, within a give-up's room, ref
     (await stale.json()).detail,
     /^The X-Signature timestamp is more than 5 minutes old, or more than 30 seconds ahead/,
   );
+});
+
+Deno.test("POST /v1/deliveries past MAX_BODY_BYTES, within a give-up's room, reads a signed body that carries gaveUp as a give-up: its faults are 400 as within the limit, not 413", async () => {
+  const { app, store } = await makeApp({
+    intents: [settling],
+    deps: { maxBodyBytes: LIMIT },
+  });
+  const bytes = LIMIT + ROOM / 2;
+  const padded = (value: unknown) => {
+    const body = JSON.stringify(value);
+    return body + " ".repeat(bytes - body.length);
+  };
+  const job = { intentId: "pi_0002", kind: "settle" };
+  for (
+    const [body, detail] of [
+      [
+        padded({ job, gaveUp: 5 }),
+        /^'gaveUp' must be an object: current value is 5\./,
+      ],
+      [
+        padded({ gaveUp: { deliveries: 3, messageId: "m_1" } }),
+        /^'job' is missing: /,
+      ],
+      [
+        padded({
+          job,
+          delivery: 3,
+          gaveUp: { deliveries: 3, messageId: "m_1" },
+        }),
+        /^'delivery' and 'gaveUp' cannot both be given/,
+      ],
+    ] as const
+  ) {
+    const res = await app.request(
+      "/v1/deliveries",
+      await genericRequest(body),
+    );
+    assert.equal(res.status, 400);
+    assert.match((await res.json()).detail, detail);
+  }
+  assert.equal((await store.getIntent("pi_0002"))?.state, "settling");
 });
