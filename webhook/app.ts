@@ -1362,7 +1362,9 @@ function base64Bytes(data: string): number {
  * sets when it forwards: the source subscription (and its project) and
  * the source topic's publish time. The intent goes with them, as two
  * messages may be published within one millisecond. `undefined` without
- * those attributes (a message published to the topic by hand).
+ * those attributes (a message published to the topic by hand). A
+ * publisher may set them too, as it sets any attribute: they key a
+ * repeat, and prove nothing of who sent it.
  */
 function sourceMessage(
   attributes: Record<string, unknown>,
