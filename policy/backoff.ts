@@ -47,13 +47,15 @@ export interface BackoffOptions {
  * @param delivery The delivery that failed, 1-based and counting the first
  * try; any integer >= 1 (10^9, 2^53 and 1e300 all give the cap).
  * @param options The base and cap (5 s and 2 min), or a whole `Policy`
- * (its other fields are ignored).
+ * (`definePolicy`'s), of which it reads these two alone: no jitter, and no
+ * `maxDeliveries` (a delivery past it still gets a delay, the cap's). A part
+ * of a policy (`{ jitter: "full" }`), which `decide` takes, is refused.
  * @returns The delay in milliseconds, in `[min(base, cap), cap]`.
  * @throws {RangeError} If `delivery` is not an integer >= 1, or `baseMs` /
  * `capMs` is not an integer >= 1.
  * @throws {TypeError} If `options` is neither an object nor `undefined`, or
  * names an option it does not read (a misspelt `baseMs` would otherwise
- * fall back to its default).
+ * fall back to its default; a part of a policy's `jitter`, be ignored).
  *
  * @example The default schedule
  * ```ts
@@ -65,6 +67,23 @@ export interface BackoffOptions {
  * ]);
  * assert.equal(backoff(1e300), 120000);
  * assert.throws(() => backoff(0), RangeError);
+ * ```
+ *
+ * @example A policy's delay, and the one decide waits
+ * ```ts
+ * import { backoff, decide, definePolicy, jitter } from "@relayer/poison";
+ * import assert from "node:assert/strict";
+ *
+ * const policy = definePolicy({ baseMs: 1000, jitter: "full" });
+ * assert.equal(backoff(3, policy), 4000); // before jitter
+ * const random = () => 0.25;
+ * const waited = decide(new Error("rpc timeout"), 3, policy, { random });
+ * assert.deepEqual(waited, {
+ *   action: "retry",
+ *   delayMs: jitter(backoff(3, policy), policy.jitter, random), // 1000
+ *   reason: "rpc timeout",
+ * });
+ * assert.throws(() => backoff(3, { jitter: "full" } as never), TypeError);
  * ```
  */
 export function backoff(
@@ -84,30 +103,33 @@ export function backoff(
   return doubled(delivery, baseMs, capMs);
 }
 
-/** What a `Policy` holds besides `baseMs` and `capMs`: a policy is options. */
+/** What a `Policy` holds besides `baseMs` and `capMs`: not read here. */
 const POLICY_FIELDS = ["maxDeliveries", "jitter", "stuckAfterMs"];
 
 /**
  * Refuses options that are not an object, or name an option `backoff` does
- * not read: `{ base: 100 }` would otherwise give the default base's delay.
- * A whole `Policy` is taken (its other fields ignored), as `rescueWindow`
- * passes one. A `for…in` finds a stray name without allocating on the
- * usual path.
+ * not read: `{ base: 100 }` would otherwise give the default base's delay,
+ * and `{ jitter: "full" }` (a part of a policy, which `decide` takes) an
+ * un-jittered delay its caller took for jittered. A whole `Policy` holds
+ * both `baseMs` and `capMs`, so it never comes here. A `for…in` finds a
+ * stray name without allocating on the usual path.
  */
 function checkNames(options: BackoffOptions): void {
   if (typeof options === "object" && options !== null) {
-    let stray = false;
+    let stray: string | undefined;
     for (const name in options) {
-      if (
-        name !== "baseMs" && name !== "capMs" && !POLICY_FIELDS.includes(name)
-      ) stray = true;
+      if (name !== "baseMs" && name !== "capMs") stray ??= name;
     }
-    if (!stray) return;
+    if (stray === undefined) return;
+    if (POLICY_FIELDS.includes(stray)) {
+      throw new TypeError(
+        `Cannot compute backoff as ${
+          JSON.stringify(stray)
+        } is a Policy's field, not one of its options (baseMs, capMs): backoff reads baseMs and capMs alone and applies no jitter: pass { baseMs, capMs }, or a whole Policy (definePolicy(…)), and jitter(backoff(n, policy), policy.jitter) for the delay decide waits`,
+      );
+    }
   }
-  assertOptionNames(
-    "compute backoff",
-    options,
-    ["baseMs", "capMs", ...POLICY_FIELDS],
-    { example: "{ baseMs, capMs } or a Policy" },
-  );
+  assertOptionNames("compute backoff", options, ["baseMs", "capMs"], {
+    example: "{ baseMs, capMs } or a Policy",
+  });
 }

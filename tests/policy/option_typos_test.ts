@@ -11,7 +11,7 @@ Deno.test("backoff() refuses an option it does not read, naming it and the ones 
   assert.throws(
     () => backoff(3, { base: 100 } as never),
     new TypeError(
-      'Cannot compute backoff as "base" is not one of its options (baseMs, capMs, maxDeliveries, jitter, stuckAfterMs): check its spelling',
+      'Cannot compute backoff as "base" is not one of its options (baseMs, capMs): check its spelling',
     ),
   );
   assert.throws(
@@ -25,7 +25,7 @@ Deno.test("backoff() refuses an option it does not read, naming it and the ones 
   assert.throws(
     () => backoff(3, { baseMs: 100, cap: 200 } as never),
     new TypeError(
-      'Cannot compute backoff as "cap" is not one of its options (baseMs, capMs, maxDeliveries, jitter, stuckAfterMs): check its spelling',
+      'Cannot compute backoff as "cap" is not one of its options (baseMs, capMs): check its spelling',
     ),
   );
   // What it reads, it still takes, and leaving options out is the defaults.
@@ -33,7 +33,8 @@ Deno.test("backoff() refuses an option it does not read, naming it and the ones 
   assert.equal(backoff(3, { capMs: 10_000 }), 10_000);
   assert.equal(backoff(3, {}), 20_000);
   assert.equal(backoff(3, undefined), 20_000);
-  // A whole policy is options too: its other fields are ignored.
+  // A whole policy is options too: its baseMs and capMs are read
+  // (tests/policy/backoff_policy_test.ts).
   assert.equal(backoff(3, definePolicy({ baseMs: 100 })), 400);
 });
 

@@ -1,0 +1,44 @@
+import assert from "node:assert/strict";
+import { backoff, decide, definePolicy, jitter } from "../../mod.ts";
+
+// `backoff` takes `{ baseMs, capMs }` or a whole Policy, and is the delay
+// before jitter. A part of a policy with another field took that field in
+// silence: `backoff(1, { jitter: "full" })` answered 5000, never jittered,
+// where `decide` given the same object jitters, and the refusal of a
+// misspelt option named `jitter` among the options backoff reads.
+
+Deno.test("backoff() refuses a part of a policy, naming the field it does not read and what to pass", () => {
+  const todo =
+    "backoff reads baseMs and capMs alone and applies no jitter: pass { baseMs, capMs }, or a whole Policy (definePolicy(…)), and jitter(backoff(n, policy), policy.jitter) for the delay decide waits";
+  for (const field of ["jitter", "maxDeliveries", "stuckAfterMs"]) {
+    const part = { baseMs: 100, [field]: field === "jitter" ? "full" : 3 };
+    assert.throws(
+      () => backoff(1, part as never),
+      new TypeError(
+        `Cannot compute backoff as "${field}" is a Policy's field, not one of its options (baseMs, capMs): ${todo}`,
+      ),
+    );
+  }
+  assert.throws(() => backoff(1, { jitter: "full" } as never), TypeError);
+});
+
+Deno.test("backoff() refuses a misspelt option naming baseMs and capMs alone as its options", () => {
+  assert.throws(
+    () => backoff(3, { base: 100 } as never),
+    new TypeError(
+      'Cannot compute backoff as "base" is not one of its options (baseMs, capMs): check its spelling',
+    ),
+  );
+});
+
+Deno.test("backoff() of a whole policy is the delay decide jitters", () => {
+  const policy = definePolicy({ baseMs: 100, capMs: 1000, jitter: "full" });
+  assert.equal(backoff(3, policy), 400);
+  const random = () => 0.5;
+  const decision = decide(new Error("rpc timeout"), 3, policy, { random });
+  assert.equal(decision.action, "retry");
+  assert.equal(
+    decision.action === "retry" && decision.delayMs,
+    jitter(backoff(3, policy), policy.jitter, random),
+  );
+});
