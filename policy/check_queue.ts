@@ -46,8 +46,13 @@ export interface QueueCheck {
  * before `maxDeliveries` (its give-up route would then resolve a job the
  * policy still meant to retry), and that the rescue window it guarantees
  * under its own delays outlasts `stuckAfterMs` (or a settling payment is
- * poisoned before it is rescued). The service refuses to start on a
- * problem; `deno task schedule --queue` prints the same verdict.
+ * poisoned before it is rescued). The window is compared with
+ * `stuckAfterMs` alone, where the service's start and
+ * `deno task schedule --queue` count the clock skew too (`CLOCK_SKEW`,
+ * 5 s unless set: an instance whose clock runs behind reads a payment as
+ * stuck that much later): for their verdict, pass the policy with
+ * `stuckAfterMs` raised by the skew, as the service does (see the
+ * example). The service refuses to start on a problem.
  *
  * On Pub/Sub with a `retentionMs` whose end may come before a dead-letter
  * policy gives up (none is set, or its last attempt's push may not end
@@ -87,6 +92,19 @@ export interface QueueCheck {
  * assert.equal(check.problem, "stops_early");
  * assert.equal(check.deliveries, 6);
  * assert.equal(checkQueue(DEFAULT_POLICY, { kind: "qstash", retries: 9 }).problem, null);
+ * ```
+ *
+ * @example The service's verdict: the clock skew counted
+ * ```ts
+ * import { checkQueue, definePolicy } from "@relayer/poison";
+ * import assert from "node:assert/strict";
+ *
+ * // A window of 317.5 s outlasts 315 s, but not 315 s and 5 s of skew.
+ * const policy = definePolicy({ stuckAfterMs: 315_000 });
+ * const qstash = { kind: "qstash", retries: 9 } as const;
+ * assert.equal(checkQueue(policy, qstash).problem, null);
+ * const skewed = { ...policy, stuckAfterMs: policy.stuckAfterMs + 5000 };
+ * assert.equal(checkQueue(skewed, qstash).problem, "window_short");
  * ```
  *
  * @example QStash's failure callback must outlast a busy give-up
