@@ -94,7 +94,11 @@ export function assertOptionNames(
  */
 export const MAX_TIMER_MS = 2_147_483_647;
 
-/** Checks a whole number of milliseconds >= `min`. */
+/**
+ * Checks a whole number of milliseconds >= `min`. A text (`"5s"`, as the
+ * service's settings are written, read from a JSON file) is told of
+ * `parseDuration`, which reads it.
+ */
 export function assertMs(
   what: string,
   name: string,
@@ -102,10 +106,15 @@ export function assertMs(
   min: number,
 ): void {
   if (!Number.isSafeInteger(value) || (value as number) < min) {
+    const text = typeof value === "string"
+      ? `, a text: give a number (parseDuration(${
+        show(value)
+      }) reads a duration's text into milliseconds)`
+      : "";
     throw new RangeError(
       `Cannot ${what} as '${name}' must be an integer number of milliseconds >= ${min}: current value is ${
         show(value)
-      }`,
+      }${text}`,
     );
   }
 }

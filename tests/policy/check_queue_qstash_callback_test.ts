@@ -73,7 +73,9 @@ Deno.test("checkQueue() refuses a QStash leaseMs or clockSkewMs that is no whole
           } as never),
         new RangeError(
           `Cannot read queue limits as '${name}' must be an integer number of milliseconds >= 0: current value is ${
-            typeof value === "string" ? `"${value}"` : String(value)
+            typeof value === "string"
+              ? `"${value}", a text: give a number (parseDuration("${value}") reads a duration's text into milliseconds)`
+              : String(value)
           }`,
         ),
       );
