@@ -179,6 +179,9 @@ export interface RelayerOptions {
   readonly sender: Sender;
   /**
    * The retry policy, or the fields that differ from `DEFAULT_POLICY`.
+   * Any valid policy is taken: its rescue window is not checked against
+   * `stuckAfterMs` here. The service's start checks it; a service of one's
+   * own does with `checkQueue`, the clock skew added to `stuckAfterMs`.
    *
    * @default {DEFAULT_POLICY}
    */
