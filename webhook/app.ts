@@ -8,7 +8,7 @@
  * |---|---|---|---|---|---|
  * | `POST /v1/qstash` | Upstash QStash | `Upstash-Retried` + 1, else (missing or unreadable) counted by job id | 200 | 503 + `Retry-After` | 200 |
  * | `POST /v1/pubsub` | Pub/Sub push (wrapped) | `deliveryAttempt`, else (missing, 0 or unreadable) counted by subscription and message id | 204 | 503 | 204 |
- * | `POST /v1/deliveries` | anything, HMAC-signed | `delivery`, else counted by `messageId` (per job), else by job id | 200 | 503 + `Retry-After` | 200 |
+ * | `POST /v1/deliveries` | anything, HMAC-signed | `delivery`, else (missing or unreadable) counted by `messageId` (per job), else by job id | 200 | 503 + `Retry-After` | 200 |
  *
  * Ops routes (bearer `OPS_TOKEN`): `POST /v1/intents` (setup),
  * `GET /v1/intents/:id`, `POST /v1/intents/:id/resolve` (settle or fail a
@@ -1314,17 +1314,6 @@ function shownCount(value: unknown): string {
   return `${typeof value === "string" ? JSON.stringify(clean) : clean}${
     cut ? "…" : ""
   }`;
-}
-
-/** A delivery number from a queue: a safe integer >= 1, or a bad-input refusal naming `what`. */
-function deliveryFrom(route: Route, value: unknown, what: string): number {
-  if (isCount(value)) return value;
-  throw badInput(
-    route,
-    `${what} must be an integer >= 1: current value is ${
-      JSON.stringify(value) ?? "undefined"
-    }`,
-  );
 }
 
 function decodeBase64(
@@ -3215,8 +3204,8 @@ export function createApp(deps: AppDeps): WebhookApp {
     name: string,
     field: string,
     done: (deliveries: number) => string,
+    due = oncePer(REFUSALS_LOG_INTERVAL_MS, now),
   ): (value: unknown, deliveries: number) => void {
-    const due = oncePer(REFUSALS_LOG_INTERVAL_MS, now);
     return (value, deliveries) => {
       if (!due()) return;
       log(
@@ -3250,6 +3239,18 @@ export function createApp(deps: AppDeps): WebhookApp {
     "CloudPubSubDeadLetterSourceDeliveryCount",
     givenUpHere,
   );
+  // The bridge's two counts (a delivery's, a give-up's): one line a minute
+  // for the route, as for each other route.
+  const bridgeCountsDue = oncePer(REFUSALS_LOG_INTERVAL_MS, now);
+  const deliveryCountNotRead = countNotReadLog(
+    "POST /v1/deliveries",
+    "delivery",
+    (delivery) =>
+      `${
+        countedHere(delivery)
+      }; send an integer >= 1 (parse a count your queue gives as a string), or leave it out`,
+    bridgeCountsDue,
+  );
   const bridgeCountNotRead = countNotReadLog(
     "POST /v1/deliveries",
     "gaveUp.deliveries",
@@ -3257,6 +3258,7 @@ export function createApp(deps: AppDeps): WebhookApp {
       `${
         givenUpHere(deliveries)
       }; send an integer >= 1 (parse a count your queue gives as a string), or leave it out`,
+    bridgeCountsDue,
   );
 
   /**
@@ -3530,17 +3532,26 @@ export function createApp(deps: AppDeps): WebhookApp {
     // messages of one job (a bridge's duplicate, a job published again)
     // spent one count, and the job gave up in about half the policy's
     // window, before the rescue STUCK_AFTER promises.
+    // A count that cannot be read (SQS's ApproximateReceiveCount passed
+    // on as the string "5", a count from 0, a null where a header absent
+    // on a first delivery was added to) is counted as one left out, and
+    // logged, as QStash's and Pub/Sub's are: refused 400, the job stopped
+    // at the queue before the policy decided, and a bridge that takes a
+    // 4xx as final dropped it, its intent left with no job and no letter.
+    const n = isCount(delivery) ? delivery : undefined;
     return await deliver(
       "deliveries",
       job,
-      delivery === undefined
-        ? undefined
-        : deliveryFrom("deliveries", delivery, "'delivery'"),
+      n,
       claim,
-      delivery === undefined && messageId !== undefined
+      n === undefined && messageId !== undefined
         ? bridgeCountKey(jobIdOf(job), messageId)
         : undefined,
       messageId === undefined ? undefined : { queue: "generic", messageId },
+      undefined,
+      n === undefined && delivery !== undefined
+        ? (counted) => deliveryCountNotRead(delivery, counted)
+        : undefined,
     );
   });
 

@@ -400,10 +400,10 @@ Deno.test("createApp() answers malformed generic input with a 400 problem, touch
     "[]",
     JSON.stringify({ job: { intentId: "", kind: "settle" } }),
     JSON.stringify({ job: { intentId: "pi_0001", kind: "refund" } }),
-    JSON.stringify({ job, delivery: 0 }),
-    JSON.stringify({ job, delivery: "3" }),
-    JSON.stringify({ job, delivery: 1.5 }),
-    JSON.stringify({ job, delivery: 1e300 }),
+    // A 'delivery' that cannot be read beside an unreadable job: the job's
+    // refusal (a readable job's is counted in the store: see
+    // deliveries_unreadable_count_test.ts).
+    JSON.stringify({ job: { intentId: "" }, delivery: "3" }),
   ];
   for (const body of bodies) {
     const res = await app.request("/v1/deliveries", await genericRequest(body));
