@@ -94,17 +94,29 @@ const SERVICE_LINK =
   /_(SERVICE_HOST|SERVICE_PORT(_[A-Z0-9_]+)?|PORT(_\d+_(TCP|UDP|SCTP)(_(PROTO|PORT|ADDR))?)?)$/;
 
 // What Wrangler reads from the environment it deploys or runs a Worker
-// from (a CI job's CLOUDFLARE_API_TOKEN beside the Worker's settings), none
-// of them a setting misspelt:
+// from (a CI job's CLOUDFLARE_API_TOKEN beside the Worker's settings;
+// wrangler dev's, which CLOUDFLARE_INCLUDE_PROCESS_ENV hands to the
+// Worker's env), none of them a setting misspelt:
 // developers.cloudflare.com/workers/wrangler/system-environment-variables.
 const WRANGLER = new Set([
+  "CLOUDFLARE_ACCESS_CLIENT_ID",
+  "CLOUDFLARE_ACCESS_CLIENT_SECRET",
   "CLOUDFLARE_ACCOUNT_ID",
   "CLOUDFLARE_API_BASE_URL",
   "CLOUDFLARE_API_KEY",
   "CLOUDFLARE_API_TOKEN",
+  "CLOUDFLARE_CF_FETCH_ENABLED",
+  "CLOUDFLARE_CF_FETCH_PATH",
+  "CLOUDFLARE_COMPLIANCE_REGION",
   "CLOUDFLARE_EMAIL",
   "CLOUDFLARE_ENV",
+  "CLOUDFLARE_INCLUDE_PROCESS_ENV",
+  "CLOUDFLARE_LOAD_DEV_VARS_FROM_DOT_ENV",
 ]);
+// wrangler dev's database for a Hyperdrive binding, by the binding's name
+// (docs/queues.md's CLOUDFLARE_HYPERDRIVE_LOCAL_CONNECTION_STRING_HYPERDRIVE).
+const WRANGLER_HYPERDRIVE =
+  /^CLOUDFLARE_HYPERDRIVE_LOCAL_CONNECTION_STRING_\w+$/;
 
 function distance(a: string, b: string): number {
   let row = Array.from({ length: b.length + 1 }, (_, j) => j);
@@ -143,7 +155,10 @@ function oneOff(name: string): boolean {
 export function unknownSettingLines(names: Iterable<string>): string[] {
   const lines: string[] = [];
   for (const name of [...names].sort()) {
-    if (SETTINGS.has(name) || SERVICE_LINK.test(name) || WRANGLER.has(name)) {
+    if (
+      SETTINGS.has(name) || SERVICE_LINK.test(name) || WRANGLER.has(name) ||
+      WRANGLER_HYPERDRIVE.test(name)
+    ) {
       continue;
     }
     if (!FAMILIES.test(name) && !oneOff(name)) continue;

@@ -438,6 +438,33 @@ Deno.test("unknownSettingLines() leaves the variables Wrangler reads alone: a CI
   );
 });
 
+Deno.test("unknownSettingLines() leaves the rest of what Wrangler reads alone: wrangler dev's Hyperdrive connection string, its .env switches, its fetch of cf.json, its region, its Access token", () => {
+  // wrangler dev with a Hyperdrive binding named HYPERDRIVE reads its
+  // database from CLOUDFLARE_HYPERDRIVE_LOCAL_CONNECTION_STRING_HYPERDRIVE
+  // (docs/queues.md), and CLOUDFLARE_INCLUDE_PROCESS_ENV hands the process's
+  // environment to the Worker's env: none of them a setting misspelt.
+  assert.deepEqual(
+    unknownSettingLines([
+      "CLOUDFLARE_ACCESS_CLIENT_ID",
+      "CLOUDFLARE_ACCESS_CLIENT_SECRET",
+      "CLOUDFLARE_CF_FETCH_ENABLED",
+      "CLOUDFLARE_CF_FETCH_PATH",
+      "CLOUDFLARE_COMPLIANCE_REGION",
+      "CLOUDFLARE_HYPERDRIVE_LOCAL_CONNECTION_STRING_HYPERDRIVE",
+      "CLOUDFLARE_HYPERDRIVE_LOCAL_CONNECTION_STRING_REPORTS_DB",
+      "CLOUDFLARE_INCLUDE_PROCESS_ENV",
+      "CLOUDFLARE_LOAD_DEV_VARS_FROM_DOT_ENV",
+    ]),
+    [],
+  );
+  // The prefix alone names no binding: still a name of the family.
+  assert.equal(
+    unknownSettingLines(["CLOUDFLARE_HYPERDRIVE_LOCAL_CONNECTION_STRING_"])
+      .length,
+    1,
+  );
+});
+
 Deno.test("unknownSettingLines() leaves the variables Kubernetes sets for a service named relayer or sender alone", () => {
   // A pod gets these for each service of its namespace (enableServiceLinks,
   // on by default); Docker's links set the same shapes.
