@@ -1782,10 +1782,10 @@ export function ignoredPortLine(
   port: string | undefined,
   listening: number,
 ): string | undefined {
-  if (port === undefined || port === "" || port === String(listening)) {
-    return undefined;
-  }
+  if (port === undefined || port === "") return undefined;
   const shown = /^\d{1,5}$/.test(port) ? port : undefined;
+  // As a port number: a PORT of 08000 names the 8000 it listens on.
+  if (shown !== undefined && Number(shown) === listening) return undefined;
   return `relayer: PORT is ${
     shown ?? "set"
   }, but main.ts does not read it: it listens where deno serve's --port says, ${listening} here (deno task start always serves on 127.0.0.1:8000); another port is deno serve's: deno serve --host 127.0.0.1 --port ${

@@ -8,7 +8,7 @@
  */
 
 import assert from "node:assert/strict";
-import { ignoredArgumentsLine } from "../main.ts";
+import { ignoredArgumentsLine, ignoredPortLine } from "../main.ts";
 import { startMain } from "./_main_process.ts";
 import { timeout } from "./_timeout.ts";
 
@@ -111,6 +111,15 @@ Deno.test("ignoredArgumentsLine() names a flag of at most 40 characters up to it
       !line.includes("ken"),
     line,
   );
+});
+
+Deno.test("ignoredPortLine() reads a PORT as the port number it names: 08000 is the 8000 it listens on, 08001 is not", () => {
+  assert.equal(ignoredPortLine("08000", 8000), undefined);
+  assert.equal(ignoredPortLine("0", 0), undefined);
+  assert.match(ignoredPortLine("08001", 8000)!, /^relayer: PORT is 08001, /);
+  // Not a port number, whatever it holds: named, never taken for one.
+  assert.match(ignoredPortLine("8000 ", 8000)!, /^relayer: PORT is set, /);
+  assert.match(ignoredPortLine("8e3", 8000)!, /^relayer: PORT is set, /);
 });
 
 Deno.test(
