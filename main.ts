@@ -42,7 +42,7 @@ import {
 } from "./store/_postgres_socket.ts";
 import { type KvAtomic, type KvKey, type KvLike, KvStore } from "./store/kv.ts";
 import { whileLocked } from "./store/_group_commit.ts";
-import { COUNT_TTL_MS } from "./store/_rules.ts";
+import { countKeptMs } from "./store/_rules.ts";
 import { tlsRefusalOf } from "./store/_postgres_tls.ts";
 import { messageOf, secretMasker } from "./policy/_walk.ts";
 import { formatDuration } from "./policy/format_duration.ts";
@@ -660,18 +660,6 @@ async function refuseReadOnly(kv: Deno.Kv, path: string): Promise<void> {
  */
 export const LINE_PREFIX: readonly string[] = ["relayer_line"];
 
-/**
- * How long a job's line is kept past its message's delay, or past the
- * delivery that ended the job: 8 days past the longest wait the policy
- * asks (`CAP`), as the store keeps the job's count. A message of the job
- * enqueued before waits at most `CAP` (a retry's delay, or a wait after
- * the store failed); a line gone before it comes lets it be handled as a
- * fresh job, counted again from 1, and a dropped job's would send.
- */
-function lineKeptMs(capMs: number): number {
-  return COUNT_TTL_MS + capMs;
-}
-
 /** Where Deno KV keeps a local-queue message it gave up delivering. */
 export const UNDELIVERED_PREFIX: readonly string[] = ["relayer_undelivered"];
 
@@ -1241,7 +1229,17 @@ export async function openService(
     url: config.sender.url,
     timeoutMs: config.sender.timeoutMs,
   });
-  const lineKept = lineKeptMs(config.policy.capMs);
+  // A job's line is kept past its message's delay, or past the delivery
+  // that ended the job, as long as the store keeps the job's count: past
+  // the longest wait a message of the job may have been enqueued with
+  // (CAP, or a busy delivery's LEASE and CLOCK_SKEW twice). One gone
+  // before such a message comes lets it be handled as a fresh job,
+  // counted again from 1, and a dropped job's would send.
+  const lineKept = countKeptMs(
+    config.policy.capMs,
+    config.leaseMs,
+    config.clockSkewMs,
+  );
   // loadConfig refuses KV_QUEUE with DATABASE_URL: here `kv` is open.
   const send: LocalEnqueue | undefined = config.kvQueue && kv
     ? async (message, delay) => {

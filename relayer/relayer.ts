@@ -38,7 +38,7 @@ import {
 import { planResolution } from "../policy/resolution.ts";
 import { isNotSent, poison } from "../policy/sentinels.ts";
 import {
-  COUNT_TTL_MS,
+  countKeptMs,
   countOrThrow,
   INTENT_ID_RULE,
   intentOrNull,
@@ -594,12 +594,6 @@ const UNRECORDED_PER_INTENT = 32;
  * payment a job published since is settling.
  */
 const GIVE_UP_MARK_MS = 32 * 24 * 60 * 60 * 1000;
-
-/**
- * The longest a delivery count lives: 1,000 years, so that the store's
- * `now + ttlMs` stays a safe integer whatever the policy's cap.
- */
-const MAX_COUNT_TTL_MS = 1000 * 365 * 24 * 60 * 60 * 1000;
 
 /** The marks of a delivery that names no message: one array for all of them. */
 const NO_MARKS: readonly string[] = Object.freeze([]);
@@ -1374,17 +1368,11 @@ export function createRelayer(options: RelayerOptions): Relayer {
   assertMs("create relayer", "clockSkewMs", clockSkewMs, 0);
   const giveUpReceiptsMs = Math.min(GIVE_UP_RECEIPTS_MS, leaseMs / 2);
   // A count the store keeps (the queue numbers no delivery: the local
-  // Deno KV queue, the generic route without one) lives the store's 8
-  // days past the longest wait asked between two deliveries: the policy's
-  // cap (its delay, and a failed delivery's wait on the local queue), or a
-  // busy one's lease and the clock skew twice. With 8 days alone, a cap
-  // past that (the local queue takes up to 720h) let the count lapse
-  // between two deliveries: each came as the first again, and the job was
-  // never poisoned, its intent never resolved.
-  const countTtlMs = Math.min(
-    MAX_COUNT_TTL_MS,
-    COUNT_TTL_MS + Math.max(policy.capMs, leaseMs + 2 * clockSkewMs),
-  );
+  // Deno KV queue, the generic route without one) lives past the longest
+  // wait asked between two deliveries: with 8 days alone, a cap past that
+  // (the local queue takes up to 720h) let the count lapse between two
+  // deliveries, and the job was never poisoned, its intent never resolved.
+  const countTtlMs = countKeptMs(policy.capMs, leaseMs, clockSkewMs);
   // Drawn on the first delivery, not here: building a relayer at a
   // Worker's top level must not draw random numbers.
   let instance: string | undefined;

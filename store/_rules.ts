@@ -619,6 +619,41 @@ export const CLAIM_GRACE_MS = 10 * 60 * 1000;
  */
 export const COUNT_TTL_MS = 8 * 24 * 60 * 60 * 1000;
 
+/**
+ * The longest a delivery count lives: 1,000 years, so that the store's
+ * `now + ttlMs` stays a safe integer whatever the policy's cap.
+ */
+const MAX_COUNT_TTL_MS = 1000 * 365 * 24 * 60 * 60 * 1000;
+
+/**
+ * How long the relayer keeps what it knows of a job between two of its
+ * messages (the count a store keeps, the local queue's line): 8 days
+ * ({@linkcode COUNT_TTL_MS}) past the longest wait asked between two
+ * deliveries, the policy's cap (its delay, and a failed delivery's wait on
+ * the local queue), or a busy one's, which waits out the lease and the
+ * clock skew twice. With 8 days alone, a wait past that let it lapse
+ * between two deliveries: each came as the first again.
+ *
+ * @example
+ * ```ts
+ * import { COUNT_TTL_MS, countKeptMs } from "./_rules.ts";
+ * import assert from "node:assert/strict";
+ *
+ * assert.equal(countKeptMs(120_000, 35_000, 5_000), COUNT_TTL_MS + 120_000);
+ * assert.equal(countKeptMs(60_000, 864_000_000, 0), COUNT_TTL_MS + 864_000_000);
+ * ```
+ */
+export function countKeptMs(
+  capMs: number,
+  leaseMs: number,
+  clockSkewMs: number,
+): number {
+  return Math.min(
+    MAX_COUNT_TTL_MS,
+    COUNT_TTL_MS + Math.max(capMs, leaseMs + 2 * clockSkewMs),
+  );
+}
+
 /** A delivery count as stores keep it. */
 export interface CountRecord {
   /** Deliveries counted. */
