@@ -82,6 +82,7 @@ import {
   rescueNeedMs,
   senderTimeout,
   whyNotDuration,
+  windowRaisers,
 } from "../webhook/config.ts";
 import { chartSvg } from "../support/chart.ts";
 import {
@@ -401,6 +402,13 @@ function stuckText(stuckAfterMs: number, clockSkewMs: number): string {
   }`;
 }
 
+/** The flag of each setting whose raise lengthens the rescue window. */
+const RAISER_FLAGS = {
+  MAX_DELIVERIES: "--max-deliveries",
+  BASE: "--base",
+  CAP: "--cap",
+} as const;
+
 /**
  * The verdict line: the guaranteed and worst window against `stuckAfterMs`
  * and the clock skew (named when it is not 0), then {@linkcode OK_TEXT} or
@@ -472,9 +480,9 @@ export function verdict(s: Schedule): string {
     ? `; use --jitter equal or none, or lower --stuck-after to 0${
       s.clockSkewMs > 0 ? " and --clock-skew to 0" : ""
     }`
-    : `; raise --max-deliveries or --base, or lower --stuck-after${
-      s.clockSkewMs > 0 ? " or --clock-skew" : ""
-    }`;
+    : `; raise ${
+      windowRaisers(s.policy, (setting) => RAISER_FLAGS[setting])
+    }, or lower --stuck-after${s.clockSkewMs > 0 ? " or --clock-skew" : ""}`;
   return `rescue window ${formatDuration(s.guaranteedMs)} guaranteed (${
     formatDuration(s.worstMs)
   } worst) vs ${stuckText(stuckAfterMs, s.clockSkewMs)}: ${

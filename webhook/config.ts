@@ -1116,24 +1116,46 @@ function asText(
   });
 }
 
+/** A setting whose raise may lengthen the policy's rescue window. */
+export type WindowRaiser = "MAX_DELIVERIES" | "BASE" | "CAP";
+
 /**
- * The settings whose raise lengthens the policy's rescue window:
- * MAX_DELIVERIES always; BASE while there is a delay and it is below CAP
- * (BASE ≤ CAP; one delivery has no delay);
+ * The settings whose raise lengthens the policy's rescue window, as the
+ * start's refusal names them: MAX_DELIVERIES always; BASE while there is a
+ * delay and it is below CAP (BASE ≤ CAP; one delivery has no delay);
  * CAP only where it cuts a delay, the last one's doubling passing it (one
  * that meets CAP exactly, or BASE itself as the only delay, was never cut:
- * a higher CAP changes none).
+ * a higher CAP changes none). `deno task schedule` names its flags so.
+ *
+ * @param policy The policy whose window is too short.
+ * @param named How each setting is named (`deno task schedule`: its flag).
+ * @returns The names, joined as a sentence says them.
+ *
+ * @example BASE at CAP
+ * ```ts
+ * import { windowRaisers } from "./config.ts";
+ * import { definePolicy } from "../policy/policy.ts";
+ * import assert from "node:assert/strict";
+ *
+ * const policy = definePolicy({ maxDeliveries: 3, baseMs: 60_000, capMs: 60_000 });
+ * assert.equal(windowRaisers(policy), "MAX_DELIVERIES or CAP");
+ * assert.equal(windowRaisers(definePolicy({})), "MAX_DELIVERIES, BASE or CAP");
+ * ```
  */
-function windowRaisers(policy: Policy): string {
+export function windowRaisers(
+  policy: Policy,
+  named: (setting: WindowRaiser) => string = (setting) => setting,
+): string {
   const gaps = policy.maxDeliveries - 1;
-  const names = ["MAX_DELIVERIES"];
+  const names: WindowRaiser[] = ["MAX_DELIVERIES"];
   if (gaps >= 1 && policy.baseMs < policy.capMs) names.push("BASE");
   if (gaps >= 2 && policy.baseMs * 2 ** (gaps - 1) > policy.capMs) {
     names.push("CAP");
   }
-  return names.length === 3
-    ? "MAX_DELIVERIES, BASE or CAP"
-    : names.join(" or ");
+  const said = names.map(named);
+  return said.length === 1
+    ? said[0]!
+    : `${said.slice(0, -1).join(", ")} or ${said.at(-1)}`;
 }
 
 /**

@@ -230,6 +230,39 @@ Deno.test("formatSchedule() prints one duration where min and max agree (no jitt
   assert.match(text, /vs stuck after 15s: OK,/);
 });
 
+Deno.test("verdict() says TOO SHORT with the flags whose raise lengthens the window, as the service's refusal names the settings: never --base at --cap, --cap where it cuts a delay", () => {
+  // BASE at CAP: a higher --base alone is refused (--base ≤ --cap); a
+  // higher --cap lets the doubling go on.
+  assert.match(
+    verdict(schedule({ maxDeliveries: 3, baseMs: 60_000, capMs: 60_000 })),
+    /: TOO SHORT, [^;]*; raise --max-deliveries or --cap, or lower --stuck-after or --clock-skew$/,
+  );
+  // CAP cuts the last delays: each of the three lengthens the window.
+  assert.match(
+    verdict(
+      schedule({
+        maxDeliveries: 4,
+        baseMs: 10_000,
+        capMs: 20_000,
+        stuckAfterMs: 3_600_000,
+      }),
+    ),
+    /: TOO SHORT, [^;]*; raise --max-deliveries, --base or --cap, or lower --stuck-after or --clock-skew$/,
+  );
+  // The service's start names the same settings.
+  assert.throws(
+    () =>
+      loadConfig({
+        SENDER_URL: "http://127.0.0.1:9000",
+        WEBHOOK_SECRET: "a-webhook-secret-of-my-own",
+        MAX_DELIVERIES: "3",
+        BASE: "1m",
+        CAP: "1m",
+      }),
+    /Raise MAX_DELIVERIES or CAP, or lower STUCK_AFTER or CLOCK_SKEW\.$/,
+  );
+});
+
 Deno.test("verdict() says TOO SHORT when the guaranteed window is shorter than stuckAfterMs and the clock skew", () => {
   assert.equal(
     verdict(schedule({ maxDeliveries: 3 })),
