@@ -466,7 +466,10 @@ const SESSION_ATTRS: readonly string[] = [
  * 30 days. The start (`KV_QUEUE`) and `deno task schedule --queue kv`
  * refuse it in these words.
  *
- * @example
+ * @param capMs The policy's `CAP`.
+ * @returns The refusal, without a setting's name before it, or `undefined`.
+ *
+ * @example CAP at 30 days, and a millisecond over
  * ```ts
  * import { kvCapRefusal } from "./config.ts";
  * import assert from "node:assert/strict";
