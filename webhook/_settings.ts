@@ -567,7 +567,8 @@ const HYPERDRIVE_BESIDE =
  * beside its bindings.
  * @param options `database`: the Worker keeps its state in PostgreSQL, and
  * reads `DATABASE_URL` (beside a Hyperdrive binding `HYPERDRIVE`, which it
- * then connects through, `DATABASE_URL` is named as ignored). `queues`
+ * then connects through, `DATABASE_URL` is neither read nor checked,
+ * `config.database` is absent, and it is named as ignored). `queues`
  * (default `true`): `false` for a Worker that consumes no Cloudflare queue
  * (fetch only: QStash's route, the generic one), which is then held to no
  * queue's `max_retries` or retention: its `CLOUDFLARE_*` settings are
@@ -644,6 +645,20 @@ export function workerConfig(
     settings[name] !== undefined && settings[name] !== ""
   );
   for (const name of ignored) delete settings[name];
+  // The docs' and postgres_worker.ts's convention: a Hyperdrive binding
+  // named HYPERDRIVE is what a Worker on PostgreSQL connects through. A
+  // DATABASE_URL beside it is then ignored, and said so, not refused: the
+  // two most often name one database, which only Hyperdrive's connection
+  // string (read in a handler) could tell. Not read either: one it would
+  // refuse alone (a host in brackets, whose refusal says to bind
+  // Hyperdrive) would stop a Worker that never uses it.
+  const hyperdrive = (env as Record<string, unknown>).HYPERDRIVE;
+  const beside = options.database === true &&
+      typeof hyperdrive === "object" && hyperdrive !== null &&
+      settings.DATABASE_URL !== undefined && settings.DATABASE_URL !== ""
+    ? [HYPERDRIVE_BESIDE]
+    : [];
+  if (beside.length > 0) delete settings.DATABASE_URL;
   const config = loadWithDefaults(settings, env as Record<string, unknown>);
   if (config.database?.hosts !== undefined) {
     // loadConfig takes it for main.ts, which hands the client its host and
@@ -676,18 +691,6 @@ export function workerConfig(
       typeof (env as Record<string, unknown>)[name],
     )
   );
-  // The docs' and postgres_worker.ts's convention: a Hyperdrive binding
-  // named HYPERDRIVE is what a Worker on PostgreSQL connects through. A
-  // DATABASE_URL beside it is then read (and checked) for nothing, and
-  // one who set both may believe its host, or its TLS, is in use. Said,
-  // not refused: the two most often name one database, which only
-  // Hyperdrive's connection string (read in a handler) could tell.
-  const hyperdrive = (env as Record<string, unknown>).HYPERDRIVE;
-  const beside = options.database === true &&
-      typeof hyperdrive === "object" && hyperdrive !== null &&
-      settings.DATABASE_URL !== undefined && settings.DATABASE_URL !== ""
-    ? [HYPERDRIVE_BESIDE]
-    : [];
   const unread = [
     ...beside,
     ...unknownSettingLines(named),

@@ -61,3 +61,32 @@ Deno.test("a Worker on PostgreSQL with only one of DATABASE_URL and a Hyperdrive
   assert.equal(unread.length, 1);
   assert.match(unread[0]!, /^relayer: DATABASE_URL is set, but only main\.ts/);
 });
+
+Deno.test("a Worker on PostgreSQL given DATABASE_URL beside a Hyperdrive binding neither reads nor refuses it: one it would refuse alone starts, named as ignored", () => {
+  // Each refused on its own: a host in brackets (the refusal says to bind
+  // Hyperdrive, which is bound), a target_session_attrs the client does
+  // not take.
+  for (
+    const url of [
+      "postgres://relayer:s3cret-pw@[2001:db8::7]:5432/payments",
+      "postgres://relayer:s3cret-pw@db.test:5432/payments?target_session_attrs=any",
+    ]
+  ) {
+    assert.throws(
+      () => workerConfig({ ...ENV, DATABASE_URL: url }, { database: true }),
+      /^ConfigError: DATABASE_URL /,
+    );
+    const { config, unread } = workerConfig(
+      { ...ENV, DATABASE_URL: url, HYPERDRIVE },
+      { database: true },
+    );
+    assert.equal(config.database, undefined);
+    assert.deepEqual(unread, [LINE]);
+  }
+  // Beside it, the one it would take is not read either.
+  const { config } = workerConfig(
+    { ...ENV, DATABASE_URL, HYPERDRIVE },
+    { database: true },
+  );
+  assert.equal(config.database, undefined);
+});
