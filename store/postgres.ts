@@ -1016,7 +1016,10 @@ export class PostgresStore implements Store {
           `Cannot use the PostgreSQL schema "${this.#schema}" as this role lacks USAGE on it (${
             oneLine(String(message))
           }): grant it (GRANT USAGE ON SCHEMA "${this.#schema}" TO ${
-            typeof user === "string" && user !== "" ? `"${user}"` : "the role"
+            typeof user === "string" && user !== ""
+              // An identifier as SQL quotes it, so the grant runs as given.
+              ? `"${user.replaceAll('"', '""')}"`
+              : "the role"
           }) with the grants docs/postgres.md lists for a service role, or run as the schema's owner`,
           { cause: error },
         );

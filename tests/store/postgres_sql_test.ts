@@ -471,19 +471,22 @@ async function grantService(
 async function asNewRole(
   admin: postgres.Sql,
   body: (sql: postgres.Sql, role: string) => Promise<void>,
+  prefix = "r",
 ): Promise<void> {
-  const role = `r${freshSchema()}`;
-  await admin.unsafe(`CREATE ROLE "${role}" LOGIN PASSWORD '${role}-pw'`);
+  const role = `${prefix}${freshSchema()}`;
+  // Quoted as an identifier: a name may hold what SQL must escape.
+  const quoted = `"${role.replaceAll('"', '""')}"`;
+  await admin.unsafe(`CREATE ROLE ${quoted} LOGIN PASSWORD '${role}-pw'`);
   const url = new URL(await postgresUrl());
-  url.username = role;
-  url.password = `${role}-pw`;
+  url.username = encodeURIComponent(role);
+  url.password = encodeURIComponent(`${role}-pw`);
   const sql = postgres(url.href, { max: 2, onnotice: () => {} });
   try {
     await body(sql, role);
   } finally {
     await sql.end();
-    await admin.unsafe(`DROP OWNED BY "${role}" CASCADE`);
-    await admin.unsafe(`DROP ROLE "${role}"`);
+    await admin.unsafe(`DROP OWNED BY ${quoted} CASCADE`);
+    await admin.unsafe(`DROP ROLE ${quoted}`);
   }
 }
 
@@ -683,6 +686,39 @@ Deno.test({
         await admin.unsafe(`GRANT USAGE ON SCHEMA "${schema}" TO "${role}"`);
         await new PostgresStore(sql, { schema }).migrate();
       });
+    }),
+});
+
+Deno.test({
+  name:
+    "PostgresStore.migrate() as a role whose name SQL must quote, without USAGE on the schema, gives the grant as SQL that runs",
+  ignore,
+  fn: () =>
+    inFreshSchema(2, async (admin, schema) => {
+      await new PostgresStore(admin, { schema }).migrate();
+      await asNewRole(admin, async (sql, role) => {
+        await admin.unsafe(`
+          GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA "${schema}" TO "${
+          role.replaceAll('"', '""')
+        }";
+          GRANT USAGE ON ALL SEQUENCES IN SCHEMA "${schema}" TO "${
+          role.replaceAll('"', '""')
+        }";`);
+        let grant = "";
+        await assert.rejects(
+          new PostgresStore(sql, { schema }).migrate(),
+          (error: Error) => {
+            grant = /\(GRANT USAGE ON SCHEMA (.+?)\) with the grants/.exec(
+              error.message,
+            )?.[1] ?? "";
+            assert.notEqual(grant, "", error.message);
+            return true;
+          },
+        );
+        // Run as it says, it grants, and the store starts.
+        await admin.unsafe(`GRANT USAGE ON SCHEMA ${grant}`);
+        await new PostgresStore(sql, { schema }).migrate();
+      }, 'ops"svc_');
     }),
 });
 
