@@ -492,10 +492,21 @@ const MIGRATION_TRIES = 3;
  * `timeoutAtLeast`), in milliseconds whatever unit the role gave it.
  */
 const MIGRATION_STATEMENT_MS = MIGRATION_LOCK_MS + 1_000;
-const MIGRATION_STATEMENTS = timeoutAtLeast(
-  "statement_timeout",
-  MIGRATION_STATEMENT_MS,
-);
+/**
+ * The migration's settings, sent as one message right after its `BEGIN`:
+ * its `lock_timeout`, the `statement_timeout` above, and a role's or
+ * database's `idle_in_transaction_session_timeout` shorter than that
+ * raised to it too. The migration sends its statements one at a time,
+ * each after the answer to the one before: the session is idle in its
+ * transaction for a round trip between them, and a setting of a few
+ * milliseconds ended it there ("write CONNECTION_CLOSED", 8 starts of 8 at
+ * 1ms, 2 of 8 at 10ms), where the store's writes, each one flight, run.
+ */
+const MIGRATION_SETTINGS = `SET LOCAL lock_timeout = ${MIGRATION_LOCK_MS}; ${
+  timeoutAtLeast("statement_timeout", MIGRATION_STATEMENT_MS)
+}; ${
+  timeoutAtLeast("idle_in_transaction_session_timeout", MIGRATION_STATEMENT_MS)
+}`;
 /**
  * The longest key the store writes into a btree index, in bytes of UTF-8:
  * an index entry holds at most 2,704 bytes on PostgreSQL's default 8 KiB
@@ -910,6 +921,9 @@ export class PostgresStore implements Store {
    * @throws {Error} If the client goes through a pooler in statement mode,
    * which ends the connection at a transaction's `BEGIN`: every write is
    * one.
+   * @throws {Error} If the server ended the migration's session between
+   * its statements under a role's or database's
+   * `idle_in_transaction_session_timeout` below a second: raise it to 1s.
    *
    * @example Migrate at start
    * ```ts
@@ -1283,11 +1297,10 @@ export class PostgresStore implements Store {
           // Every lock wait of this transaction is bounded, the advisory
           // lock's too: instances starting at once wait their turn at most
           // that long each, never in a queue as long as the fleet.
-          await unlessLost(
-            tx.unsafe(`SET LOCAL lock_timeout = ${MIGRATION_LOCK_MS}`),
-          );
-          // And no shorter statement_timeout cuts those waits.
-          await unlessLost(tx.unsafe(MIGRATION_STATEMENTS));
+          // And no shorter statement_timeout cuts those waits, nor a short
+          // idle_in_transaction_session_timeout the round trips between
+          // the statements: one message, the first after BEGIN.
+          await unlessLost(tx.unsafe(MIGRATION_SETTINGS));
           // Concurrent `CREATE … IF NOT EXISTS` of one name can still
           // collide in the catalog; this lock, released at commit, lines
           // migrations up. Both cast: pg_catalog's functions are then exact
@@ -1315,6 +1328,9 @@ export class PostgresStore implements Store {
             { cause: error },
           );
         }
+        if (connectionLost(error) || connectionLost((error as Error)?.cause)) {
+          throw await this.#idleRefusal(error) ?? error;
+        }
         if (code !== "55P03") throw error;
         if (attempt === MIGRATION_TRIES) {
           throw new Error(
@@ -1327,6 +1343,32 @@ export class PostgresStore implements Store {
         await new Promise((resolve) => setTimeout(resolve, 250 * attempt));
       }
     }
+  }
+
+  /**
+   * The refusal of a migration whose session was lost (`error`) under a
+   * role's or database's `idle_in_transaction_session_timeout` below a
+   * second, read with a statement alone; `undefined` for a longer one,
+   * none, or a read that fails too (the loss was something else: a
+   * restart, a failover). The migration raises the setting in its first
+   * message after `BEGIN` (`MIGRATION_SETTINGS`), so only the moment
+   * before that message lands is left to it: a few milliseconds or less
+   * ended it there, and the server's words reached the caller as
+   * "write CONNECTION_CLOSED" alone.
+   */
+  async #idleRefusal(error: unknown): Promise<Error | undefined> {
+    const shown = await this.#sql<{ shown: string; short: boolean }[]>`SELECT
+      pg_catalog.current_setting('idle_in_transaction_session_timeout') AS shown,
+      pg_catalog.current_setting('idle_in_transaction_session_timeout')::interval
+        BETWEEN '1 microsecond' AND '999 milliseconds' AS short, ${1}::int AS one`
+      .then((rows) => ownRows(rows)[0], () => undefined);
+    if (shown?.short !== true) return undefined;
+    return new Error(
+      `Cannot migrate the PostgreSQL schema "${this.#schema}" as the server ended its session while its transaction waited for its next statement (${
+        oneLine(describeError(error))
+      }): the role's or database's idle_in_transaction_session_timeout is ${shown.shown}, shorter than a round trip between a migration's statements; raise it to 1s or more (SHOW idle_in_transaction_session_timeout; ALTER ROLE … SET idle_in_transaction_session_timeout = '1s'), then run migrate() again`,
+      { cause: error },
+    );
   }
 
   /**

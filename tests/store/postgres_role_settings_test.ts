@@ -4,7 +4,8 @@
  * migration's check of the schema is refused in words that say what to
  * do, and once raised the store migrates; a `search_path` naming a schema
  * that does not exist, or `default_transaction_isolation = 'serializable'`,
- * leaves the store working.
+ * leaves the store working; an `idle_in_transaction_session_timeout` short
+ * enough to end the migration's session is said, with what to do.
  *
  * @module
  */
@@ -180,4 +181,48 @@ Deno.test({
         store.close();
       }
     })),
+});
+
+Deno.test({
+  name:
+    "PostgresStore.migrate() for a role whose idle_in_transaction_session_timeout of 1ms ends the migration's session either migrates or says so and what to do, never postgres.js's words alone, and migrates once it is raised",
+  ignore,
+  fn: timeout(30_000, () =>
+    asRole(
+      ["idle_in_transaction_session_timeout = '1ms'"],
+      async ({ connect, alter }) => {
+        // A fresh schema each time: the migration's transaction runs only
+        // on a schema not yet migrated. Before, each of the tries met
+        // "write CONNECTION_CLOSED 127.0.0.1:…" alone.
+        const clients: postgres.Sql[] = [];
+        for (let i = 0; i < 2; i++) {
+          const sql = connect();
+          clients.push(sql);
+          const store = new PostgresStore(sql, { schema: `relayer${i}` });
+          try {
+            await store.migrate().catch((error: Error) => {
+              assert.match(
+                error.message,
+                new RegExp(
+                  `^Cannot migrate the PostgreSQL schema "relayer${i}" as the server ended its session while its transaction waited for its next statement \\(.*\\): the role's or database's idle_in_transaction_session_timeout is 1ms, shorter than a round trip between a migration's statements; raise it to 1s or more \\(SHOW idle_in_transaction_session_timeout; ALTER ROLE … SET idle_in_transaction_session_timeout = '1s'\\), then run migrate\\(\\) again$`,
+                ),
+              );
+            });
+          } finally {
+            store.close();
+          }
+        }
+        // At once: each takes its bound (1 s) to end.
+        await Promise.all(clients.map((sql) => sql.end({ timeout: 1 })));
+        await alter("idle_in_transaction_session_timeout = '1s'");
+        const after = new PostgresStore(connect(), { schema: "relayer_next" });
+        try {
+          await after.migrate();
+          await after.createIntent({ id: "pi_1", hold: "pending" });
+          assert.equal((await after.getIntent("pi_1"))?.hold, "pending");
+        } finally {
+          after.close();
+        }
+      },
+    )),
 });
