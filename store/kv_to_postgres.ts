@@ -239,7 +239,9 @@ const ISOLATION = "isolation level read committed";
  * this store does not write or cannot be kept in PostgreSQL. Nothing was
  * moved.
  * @throws {Error} If PostgreSQL lost the connection during the move: run
- * it again. Nothing was moved, unless the connection was lost under the
+ * it again (under a role's or database's
+ * `idle_in_transaction_session_timeout` below a second, it says to raise
+ * that first). Nothing was moved, unless the connection was lost under the
  * commit (the move run again then refuses the schema: it is done); or,
  * saying the move committed, if Deno KV could not be read after the
  * commit. End
@@ -394,21 +396,21 @@ export async function moveKvToPostgres(
   // into a schema that was not empty.
   await client.begin(ISOLATION, async (tx) => {
     const t = (name: string) => tx(`${schema}.${name}`);
-    await unlessLost(tx.unsafe(`SET LOCAL lock_timeout = ${LOCK_MS}`));
-    await unlessLost(
-      tx.unsafe(timeoutAtLeast("statement_timeout", MOVE_STATEMENT_MS)),
-    );
-    await unlessLost(
-      tx.unsafe(
-        timeoutAtLeast("idle_in_transaction_session_timeout", MOVE_IDLE_MS),
-      ),
-    );
     // Durable when it says moved, as the store's writes are: a role or
     // database with `synchronous_commit = off` has a COMMIT answered before
     // it is on disk, and a crash then would leave the schema empty after
     // the move said it was done. Any other level is kept (`local` waits
-    // for no synchronous standby: see `DURABLE_COMMIT`).
-    await unlessLost(tx.unsafe(DURABLE_COMMIT));
+    // for no synchronous standby: see `DURABLE_COMMIT`). One message, the
+    // first after BEGIN: sent one by one, each waited a round trip idle in
+    // the transaction, and an idle_in_transaction_session_timeout of a few
+    // milliseconds ended it there, before the one that raises it.
+    await unlessLost(tx.unsafe(
+      `SET LOCAL lock_timeout = ${LOCK_MS}; ${
+        timeoutAtLeast("statement_timeout", MOVE_STATEMENT_MS)
+      }; ${
+        timeoutAtLeast("idle_in_transaction_session_timeout", MOVE_IDLE_MS)
+      }; ${DURABLE_COMMIT}`,
+    ));
     try {
       // Writes wait until the move commits; reads go on.
       await unlessLost(tx.unsafe(
@@ -576,12 +578,17 @@ export async function moveKvToPostgres(
       throw error;
     }
     await refuseWrittenSince(kv, prefix, start);
-  }).catch((error) => {
+  }).catch(async (error) => {
     if (!connectionLost(error)) throw error;
+    const idle = await shortIdle(client);
     throw new Error(
       `Cannot move into schema ${schema} as PostgreSQL lost the connection during the move (${
         describeError(error)
-      }): run the move again once the database answers. Cut before its commit, the transaction rolled back and nothing was moved; cut under its commit, it may have landed, and the move run again then refuses the schema as holding rows: the move is done.`,
+      })${
+        idle === undefined
+          ? ": run the move again once the database answers"
+          : `, and the role's or database's idle_in_transaction_session_timeout is ${idle}, shorter than a round trip between a transaction's messages: raise it to 1s or more (SHOW idle_in_transaction_session_timeout; ALTER ROLE … SET idle_in_transaction_session_timeout = '1s'), then run the move again`
+      }. Cut before its commit, the transaction rolled back and nothing was moved; cut under its commit, it may have landed, and the move run again then refuses the schema as holding rows: the move is done.`,
       { cause: error },
     );
   });
@@ -612,6 +619,32 @@ export async function moveKvToPostgres(
     );
   }
   return report;
+}
+
+/**
+ * The session's `idle_in_transaction_session_timeout` as the server shows
+ * it, where it is below a second, read with a statement alone (asked
+ * twice: postgres.js 3.4.9 may reject the first request on a connection
+ * opened again with the goodbye of the one the server ended); `undefined`
+ * for a longer one, none, or a read that fails.
+ */
+async function shortIdle(
+  client: postgres.Sql,
+): Promise<string | undefined> {
+  for (let ask = 0; ask < 2; ask++) {
+    try {
+      const [row] = await client<
+        { shown: string; short: boolean }[]
+      >`SELECT shown,
+        shown::interval > '0' AND shown::interval < '1 second' AS short,
+        ${1}::int AS one
+        FROM pg_catalog.current_setting('idle_in_transaction_session_timeout') AS shown`;
+      return row?.short === true ? row.shown : undefined;
+    } catch (error) {
+      if (!connectionLost(error)) return undefined;
+    }
+  }
+  return undefined;
 }
 
 /**

@@ -2,7 +2,8 @@
  * The move from Deno KV to PostgreSQL on a database whose settings it did
  * not choose (`ALTER DATABASE … SET`, as `ALTER ROLE … SET`): a short
  * `statement_timeout`, a `default_transaction_isolation` above read
- * committed, `session_replication_role = replica`. Each database is set
+ * committed, `session_replication_role = replica`, an
+ * `idle_in_transaction_session_timeout` of 1ms. Each database is set
  * before the move's client connects (a setting reaches only sessions
  * opened after it); the KV file is a real one, opened by `Deno.openKv`.
  *
@@ -295,6 +296,43 @@ Deno.test({
             inside.idle_in_transaction_session_timeout! >= 60_000,
             JSON.stringify(inside),
           );
+        },
+      ),
+  ),
+});
+
+Deno.test({
+  name:
+    "moveKvToPostgres() on a database whose idle_in_transaction_session_timeout of 1ms ends its transaction either moves or names that setting and to raise it, not 'run the move again once the database answers' alone",
+  ignore,
+  fn: timeout(
+    20_000,
+    () =>
+      onDatabase(
+        { idle_in_transaction_session_timeout: "1ms" },
+        async ({ kv, admin, move }) => {
+          // Before: "Cannot move into schema relayer as PostgreSQL lost the
+          // connection during the move (Error: write CONNECTION_CLOSED …):
+          // run the move again once the database answers. …", its three
+          // settings sent one by one, each a round trip idle in the
+          // transaction.
+          for (let i = 0; i < 3; i++) {
+            const report = await moveKvToPostgres(kv, move, { now: () => T0 })
+              .catch((error: Error) => error);
+            if (!(report instanceof Error)) {
+              assert.equal(report.moved.intents, 1);
+              break;
+            }
+            assert.match(
+              report.message,
+              /^Cannot move into schema relayer as PostgreSQL lost the connection during the move \(.*\), and the role's or database's idle_in_transaction_session_timeout is 1ms, shorter than a round trip between a transaction's messages: raise it to 1s or more \(SHOW idle_in_transaction_session_timeout; ALTER ROLE … SET idle_in_transaction_session_timeout = '1s'\), then run the move again\. Cut before its commit, the transaction rolled back and nothing was moved; /,
+            );
+            assert.deepEqual(await counts(admin), {
+              intents: 0,
+              holds: 0,
+              counts: 0,
+            });
+          }
         },
       ),
   ),
