@@ -175,6 +175,8 @@ Deno.test({
               // Writes answered after the primary was back, and those refused.
               let backAt = Infinity;
               let after = 0;
+              // Each worker's writes begun a second past the return that landed.
+              const settled = [0, 0, 0, 0];
               const refusedAfter: string[] = [];
               let stopping = false;
               try {
@@ -182,6 +184,7 @@ Deno.test({
                 const worker = async (w: number) => {
                   for (let i = 0; !stopping; i++) {
                     const id = `pi_${w}_${i}`;
+                    const began = performance.now();
                     try {
                       await within(
                         store.createIntent({ id, state: "created" }),
@@ -189,6 +192,7 @@ Deno.test({
                       );
                       written.push(id);
                       if (performance.now() > backAt) after++;
+                      if (began > backAt + 1_000) settled[w]!++;
                     } catch (error) {
                       const message = (error as Error).message;
                       if (/nothing (?:of it )?was written/.test(message)) {
@@ -219,7 +223,16 @@ Deno.test({
                 if (end === "promoted") await pair.promote();
                 else await pair.primary.resume();
                 backAt = performance.now();
-                await new Promise((resolve) => setTimeout(resolve, 4_000));
+                // The writes go on until each worker landed two begun a
+                // second past the return (the four connections each took
+                // some, a refusal for good among them counted), or for 4 s,
+                // where they ran those 4 s out.
+                while (
+                  performance.now() < backAt + 4_000 &&
+                  !settled.every((n) => n >= 2)
+                ) {
+                  await new Promise((resolve) => setTimeout(resolve, 10));
+                }
                 stopping = true;
                 await Promise.all(workers);
               } finally {
