@@ -8,7 +8,10 @@
  * sending), `claim` and `countAs`, `giveUp`'s `claim`, `redrive`'s two,
  * `googleJwks`'s three, `routeOptions`' `jwks` and `migrate()`'s `waitMs`;
  * and it gave `createApp(deps)`, whose `maxBodyBytes`, `bodyTimeoutMs` and
- * `insecureDev` only its JSDoc named.
+ * `insecureDev` only its JSDoc named. And where the prose of the README or
+ * `docs/` writes out a call that reads `localRun`, it passes it: a Node or
+ * Bun service's refusal names its own command only when given it, and
+ * `docs/webhook.md` wrote `offLoopbackRefusal(config, hostname)` for them.
  *
  * @module
  */
@@ -31,6 +34,7 @@ import {
   createApp,
   googleJwks,
   loadConfig,
+  offLoopbackRefusal,
   qstashPublisher,
   routeOptions,
   workerConfig,
@@ -109,6 +113,9 @@ Deno.test("docs/api.md's table names every option each call reads, and no other"
     moveKvToPostgres: () => moveKvToPostgres(kv, sql, BOGUS as never),
     createApp: () => createApp({ store, sender, ...BOGUS } as never),
     routeOptions: () => routeOptions(config, BOGUS as never),
+    loadConfig: () => loadConfig(ENV, BOGUS as never),
+    offLoopbackRefusal: () =>
+      offLoopbackRefusal(config, "0.0.0.0", BOGUS as never),
     workerConfig: () => workerConfig(ENV, BOGUS as never),
     qstashPublisher: () =>
       qstashPublisher({
@@ -141,6 +148,36 @@ Deno.test("docs/api.md's table names every option each call reads, and no other"
   } finally {
     kv.close();
     await sql.end();
+  }
+  assert.deepEqual(wrong, []);
+});
+
+Deno.test("the README's and docs' prose writes each call that reads localRun with it", async () => {
+  const api = await Deno.readTextFile(new URL("docs/api.md", ROOT));
+  const table = api.slice(
+    api.indexOf("| export"),
+    api.indexOf("\n## ", api.indexOf("| export")),
+  );
+  // The calls whose refusals name the service's own command (the test above
+  // holds the table to what each reads): without `localRun` they name
+  // `deno task start`, which only main.ts runs, and main.ts passes none.
+  const named = [...table.matchAll(/[`.](\w+)\([^`|]*\blocalRun\?/g)]
+    .map((m) => m[1]!);
+  assert.deepEqual(named.sort(), ["loadConfig", "offLoopbackRefusal"]);
+  const files = ["README.md"];
+  for await (const entry of Deno.readDir(new URL("docs/", ROOT))) {
+    if (entry.name.endsWith(".md")) files.push(`docs/${entry.name}`);
+  }
+  const wrong: string[] = [];
+  for (const file of files.sort()) {
+    const text = await Deno.readTextFile(new URL(file, ROOT));
+    // Prose only: a fenced block's calls are run by `deno task snippets`.
+    const prose = text.replace(/^```[^\n]*\n[\s\S]*?^```$/gm, "");
+    for (const [span, name, args] of prose.matchAll(/`(\w+)\(([^`]*)\)`/g)) {
+      // `loadConfig()` names the call, not a form of it.
+      if (!named.includes(name!) || args!.trim() === "") continue;
+      if (!/\blocalRun\b/.test(args!)) wrong.push(`${file}: ${span}`);
+    }
   }
   assert.deepEqual(wrong, []);
 });
