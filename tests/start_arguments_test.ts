@@ -10,6 +10,7 @@
 import assert from "node:assert/strict";
 import { ignoredArgumentsLine, ignoredPortLine } from "../main.ts";
 import { startMain } from "./_main_process.ts";
+import { memoryKvConnect } from "./_memory_kv_connect.ts";
 import { timeout } from "./_timeout.ts";
 
 const TAIL =
@@ -172,6 +173,39 @@ Deno.test(
       assert.equal(same.port, String(freePort));
       assert.doesNotMatch(same.lines.join("\n"), /PORT/);
     } finally {
+      await Deno.remove(dir, { recursive: true });
+    }
+  }),
+);
+
+Deno.test(
+  "main.ts on Deno Deploy (DENO_DEPLOYMENT_ID) says nothing of a PORT it does not listen on: the platform's, not one a user set",
+  timeout(30_000, async () => {
+    // As Deploy attaches a Deno KV database: its URL and token.
+    const database = memoryKvConnect();
+    const dir = await Deno.makeTempDir({ prefix: "relayer_start_port_" });
+    const service = startMain({
+      SENDER_URL: "http://127.0.0.1:9/",
+      WEBHOOK_SECRET: "start-secret-0123456789abcdef",
+      DENO_DEPLOYMENT_ID: "test-deployment",
+      DENO_KV_DEFAULT_PATH: `http://127.0.0.1:${database.addr.port}/kv`,
+      DENO_KV_ACCESS_TOKEN: "deploy-token-0123456789",
+      PORT: "8001",
+    }, { writeDir: dir });
+    try {
+      const base = await service.base();
+      assert.notEqual(base, null, "it did not serve");
+      assert.notEqual(new URL(base!).port, "8001");
+      service.child.kill("SIGTERM");
+      const { code, stdout, stderr } = await service.ended();
+      assert.equal(code, 0, `${stdout}\n${stderr}`);
+      const lines = stdout.trim().split("\n");
+      assert.match(lines[1]!, /^relayer: listening on /);
+      assert.doesNotMatch(stdout, /PORT/);
+    } finally {
+      service.kill();
+      await service.ended().catch(() => {});
+      await database.shutdown();
       await Deno.remove(dir, { recursive: true });
     }
   }),
