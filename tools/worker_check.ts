@@ -46,8 +46,9 @@
  * built in a Worker's global scope (`tools/_publish_worker.ts`): a publish
  * taken, a 429's wait, a late answer failed near its bound, nothing
  * written to the Worker's output. The policy's delays
- * are 3 s, longer than the consumers' batch timeout (1 s), and the gap
- * between two deliveries of a retried job must show them: a
+ * are 3 s, longer than the consumers' batch timeout (1 s), and the wait
+ * from the queue letting a retried job go to its next delivery must show
+ * them (at least 3 s, under twice that and the batch timeout): a
  * `message.retry()` without `delaySeconds` comes back at the next batch.
  * Then `PostgresStore`
  * on workerd: `examples/cloudflare/postgres_worker.ts` as it is, wrapped by
