@@ -144,6 +144,12 @@ export interface TscLane {
    * folder, none of the package's): their text.
    */
   readonly extra?: Readonly<Record<string, string>>;
+  /**
+   * Compiler options set over the lane's, as a project's own stricter
+   * ones (`noUnusedLocals`, `isolatedModules`…).
+   * @default {}
+   */
+  readonly compilerOptions?: Readonly<Record<string, unknown>>;
 }
 
 /** The npm packages of `files`' graph and their dependencies, by name. */
@@ -289,6 +295,7 @@ export async function workerTsc(
                 ...(lane.node ? ["node"] : []),
               ],
             }),
+          ...lane.compilerOptions,
           skipLibCheck: lane.skipLibCheck ?? false,
           noEmit: true,
           allowImportingTsExtensions: true,

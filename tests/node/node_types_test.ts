@@ -4,7 +4,9 @@
  * installed the package's tarball compiles them: under `@types/node`
  * (pinned, installed into the cache outside the repository,
  * `tools/_worker_tsc.ts`) alone, with the compiler options that section
- * gives `tsc` and the package's strict ones. `deno task check` sees only
+ * gives `tsc`, the package's strict ones and the stricter ones it names
+ * (`noUnusedLocals`, `noUnusedParameters`, `verbatimModuleSyntax`,
+ * `isolatedModules`). `deno task check` sees only
  * Deno's globals; node-check runs bundles, whose types no one checks.
  *
  * Where the pinned packages cannot be installed (no Node or npm, no
@@ -26,22 +28,35 @@ const tsc = await tscOrSkip(installTsc, {
   pkg: "@types/node",
 });
 
-/** The `ts` blocks of docs/api.md's "From Node" section: its two services. */
-async function nodeServices(): Promise<string[]> {
+/**
+ * The `ts` blocks of docs/api.md's "From Node" section, its two services,
+ * and the compiler options it says the sources compile under ("they
+ * compile under `strict` with `…`, … but not under …"), each set.
+ */
+async function nodeServices(): Promise<
+  { services: string[]; strictest: Record<string, true> }
+> {
   const api = await Deno.readTextFile(new URL("docs/api.md", ROOT));
   const start = api.indexOf("\n## From Node\n");
   const section = api.slice(start, api.indexOf("\n## ", start + 1));
   const blocks = [...section.matchAll(/```ts[^\n]*\n([\s\S]*?)```/g)];
   assert.equal(blocks.length, 2, "From Node has two ts blocks");
-  return blocks.map((block) => block[1]!);
+  const claim = /they compile under ([\s\S]*?), but not under/.exec(section);
+  assert.ok(claim, "From Node says which options the sources compile under");
+  const strictest = Object.fromEntries(
+    [...claim[1]!.matchAll(/`(\w+)`/g)].map((m) => [m[1]!, true] as const),
+  );
+  assert.ok(Object.keys(strictest).length >= 8, claim[1]);
+  return { services: blocks.map((block) => block[1]!), strictest };
 }
 
 Deno.test({
   name:
-    "mod.ts, webhook/app.ts, store/kv.ts, store/postgres.ts, store/postgres_socket.ts, testing/store_contract.ts and docs/api.md's two Node services compile with tsc under @types/node, with the options docs/api.md#from-node gives tsc",
+    "mod.ts, webhook/app.ts, store/kv.ts, store/postgres.ts, store/postgres_socket.ts, testing/store_contract.ts and docs/api.md's two Node services compile with tsc under @types/node, with the options docs/api.md#from-node gives tsc and the stricter ones it says they compile under",
   ignore: tsc === null,
   fn: async () => {
-    const [kvApp, postgresService] = await nodeServices();
+    const { services: [kvApp, postgresService], strictest } =
+      await nodeServices();
     const errors = await workerTsc(tsc!, {
       nodeProject: true,
       // @types/node 20's declarations and the DOM's lib declare some
@@ -58,6 +73,9 @@ Deno.test({
         "postgres_service.ts",
       ],
       extra: { "kv_app.ts": kvApp!, "postgres_service.ts": postgresService! },
+      // Those docs/api.md#from-node says they compile under, beside the
+      // package's own (deno.json's strict ones).
+      compilerOptions: strictest,
       // @hono/node-server and @deno/kv, which the services import.
       npmFrom: [
         "tests/node/webhook_node_entry.ts",
