@@ -34,6 +34,13 @@ export const NODE_TYPES_VERSION = "20.19.43";
 export const BUN_TYPES_VERSION = "1.4.5";
 
 /**
+ * The TypeScript a Bun project of `bun init` on Bun 1.4.5 installs (it asks
+ * for `^7`), pinned: docs/api.md#from-bun says the package compiles under
+ * it too.
+ */
+export const BUN_INIT_TYPESCRIPT_VERSION = "7.0.2";
+
+/**
  * How much CPU time one `tsc` run may use (about 11 s here): a bound a
  * loaded machine does not stretch. Its wall time it does: a run of 15 s
  * on an idle 2-core machine ran past a minute at load average 8 to 10.
@@ -87,13 +94,24 @@ export async function installTsc(): Promise<TscInstall> {
  * {@linkcode installTsc}'s packages and the pinned `@types/bun`, for a lane
  * compiled as a Bun project compiles it.
  *
+ * @param typescriptVersion The TypeScript whose `tsc` compiles: a pinned
+ * one, {@linkcode TYPESCRIPT_VERSION} or
+ * {@linkcode BUN_INIT_TYPESCRIPT_VERSION}.
  * @returns Where each is.
  * @throws {CheckError} If Node or npm is missing, or an install fails.
  */
-export async function installBunTsc(): Promise<TscInstall> {
+export async function installBunTsc(
+  typescriptVersion: string = TYPESCRIPT_VERSION,
+): Promise<TscInstall> {
   const install = await installTsc();
   const bun = await npmInstall("@types/bun", BUN_TYPES_VERSION);
-  return { ...install, bunModules: `${bun}/node_modules` };
+  const tsc = typescriptVersion === TYPESCRIPT_VERSION
+    ? install.tsc
+    : `${await npmInstall(
+      "typescript",
+      typescriptVersion,
+    )}/node_modules/typescript/bin/tsc`;
+  return { ...install, tsc, bunModules: `${bun}/node_modules` };
 }
 
 /** One `tsc` run: which files, under which global types. */

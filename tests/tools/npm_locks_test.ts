@@ -9,6 +9,7 @@ import { BUN_VERSION } from "../../tools/bun_check.ts";
 import { MINIFLARE_VERSION } from "../../tools/worker_check.ts";
 import { WRANGLER_VERSION } from "../../tools/wrangler_check.ts";
 import {
+  BUN_INIT_TYPESCRIPT_VERSION,
   BUN_TYPES_VERSION,
   NODE_TYPES_VERSION,
   TYPESCRIPT_VERSION,
@@ -41,8 +42,9 @@ async function pins(): Promise<string[]> {
     `typescript@${TYPESCRIPT_VERSION}`,
     `@cloudflare/workers-types@${WORKERS_TYPES_VERSION}`,
     `@types/node@${NODE_TYPES_VERSION}`,
-    // tsc under Bun's types (tests/bun_types_test.ts).
+    // tsc under Bun's types (tests/bun_types_test.ts), and bun init's.
     `@types/bun@${BUN_TYPES_VERSION}`,
+    `typescript@${BUN_INIT_TYPESCRIPT_VERSION}`,
     kv,
     autocannon,
     // node-check's Nodes: each pin's binary, on each platform npm has it for.
