@@ -18,7 +18,12 @@
 import { Buffer } from "node:buffer";
 import { createServer, type Socket } from "node:net";
 import process from "node:process";
-import { sendOnce, type Sent } from "./_resend_worker.ts";
+import {
+  BODY_FORMS,
+  rawSendOnce,
+  sendOnce,
+  type Sent,
+} from "./_resend_worker.ts";
 
 /** A request the signer read whole. */
 export interface Read {
@@ -135,42 +140,69 @@ function signer(): Promise<
   );
 }
 
-/** The send from a Worker on workerd, through Miniflare, with `flags`. */
+/** A Miniflare of the Worker per set of flags, started once. */
+const workerds = new Map<string, {
+  dispatchFetch(url: string): Promise<Response>;
+  dispose(): Promise<void>;
+}>();
+
+/**
+ * The send from a Worker on workerd, through Miniflare, with `flags`:
+ * `HttpSender`'s, or with `form` the runtime's own `fetch`'s.
+ */
 async function fromWorkerd(
   script: string,
   flags: string[],
   base: string,
+  form?: string,
 ): Promise<Sent> {
-  // Resolved from the node_modules beside the bundle (a specifier Deno's
-  // type check leaves alone).
-  const name = "miniflare";
-  const { Miniflare } = await import(name);
-  const mf = new Miniflare({
-    modules: true,
-    scriptPath: script,
-    compatibilityDate: process.env.COMPAT_DATE,
-    compatibilityFlags: flags,
-  });
-  try {
-    const answer = await mf.dispatchFetch(
-      `http://probe.test/?base=${encodeURIComponent(base)}`,
-    );
-    return await answer.json() as Sent;
-  } finally {
-    await mf.dispose();
+  let mf = workerds.get(flags.join());
+  if (mf === undefined) {
+    // Resolved from the node_modules beside the bundle (a specifier Deno's
+    // type check leaves alone).
+    const name = "miniflare";
+    const { Miniflare } = await import(name);
+    mf = new Miniflare({
+      modules: true,
+      scriptPath: script,
+      compatibilityDate: process.env.COMPAT_DATE,
+      compatibilityFlags: flags,
+    });
+    workerds.set(flags.join(), mf!);
   }
+  const answer = await mf!.dispatchFetch(
+    `http://probe.test/?base=${encodeURIComponent(base)}${
+      form === undefined ? "" : `&form=${form}`
+    }`,
+  );
+  return await answer.json() as Sent;
 }
 
 const worker = process.env.RESEND_WORKER;
-const runs: [string, (base: string) => Promise<Sent>][] = worker
-  ? [
-    ["workerd", (base) => fromWorkerd(worker, [], base)],
-    [
-      "workerd nodejs_compat",
-      (base) => fromWorkerd(worker, ["nodejs_compat"], base),
-    ],
-  ]
-  : [["in process", sendOnce]];
+// HttpSender's send, then the runtime's fetch with each other body form
+// (docs/api.md says each is sent once).
+const runs: (readonly [string, (base: string) => Promise<Sent>])[] = worker
+  ? [[], ["nodejs_compat"]].flatMap((flags) => {
+    const where = ["workerd", ...flags].join(" ");
+    return [
+      [where, (base: string) => fromWorkerd(worker, flags, base)] as const,
+      ...BODY_FORMS.map((form) =>
+        [
+          `${where}, fetch with a ${form} body`,
+          (base: string) => fromWorkerd(worker, flags, base, form),
+        ] as const
+      ),
+    ];
+  })
+  : [
+    ["in process", sendOnce],
+    ...BODY_FORMS.map((form) =>
+      [
+        `in process, fetch with a ${form} body`,
+        (base: string) => rawSendOnce(base, form),
+      ] as const
+    ),
+  ];
 for (const [where, send] of runs) {
   const stand = await signer();
   let sent: Sent;
@@ -184,3 +216,4 @@ for (const [where, send] of runs) {
   const probe: Probe = { where, ...sent, read: stand.read };
   console.log(JSON.stringify(probe));
 }
+for (const mf of workerds.values()) await mf.dispose();

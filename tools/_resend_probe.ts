@@ -1,7 +1,9 @@
 /**
  * The resend probe of the runtime checks: does the runtime's `fetch` send
  * `HttpSender`'s `POST /send` again when the kept-alive connection it rode
- * dies after carrying it whole? A signer that broadcast on the first copy
+ * dies after carrying it whole? And the same send made with the runtime's
+ * own `fetch`, its body a string, bytes and a stream
+ * (`rawSendOnce()`), as docs/api.md says each is sent once there. A signer that broadcast on the first copy
  * answers the second "nothing signed" (`503 {"notSent":true}`), and a send
  * read from that copy would fail a payment whose tx may land. Deno 2.9.6
  * does that for a string or bytes body (not for `HttpSender`'s `Blob`:
@@ -10,7 +12,7 @@
  * (`tools/_resend_main.ts`, `tools/_resend_worker.ts`) passes when the
  * signer read exactly one `POST /send`, on the connection of the receipt
  * before it (the scenario happened), and `HttpSender` reported it maybe
- * sent (neither sent nor `notSent`). About 0.3 s per Node or Bun, 2 s on
+ * sent (neither sent nor `notSent`). About 1 s per Node or Bun, 3 s on
  * workerd, plus its bundles.
  *
  * @module
@@ -48,6 +50,10 @@ export interface ResendRuntime {
  * ```
  */
 export function probeFailure(probe: Probe): string | null {
+  // rawSendOnce()'s runs are named "…, fetch with a <form> body".
+  const reader = /fetch with an? \w+ body/.test(probe.where)
+    ? "the caller of fetch"
+    : "HttpSender";
   const posts = probe.read.filter((r) => r.line.startsWith("POST /send"));
   const warm = probe.read.find((r) => r.line.startsWith("GET /receipt/"));
   if (probe.receipt !== "pending") {
@@ -56,7 +62,7 @@ export function probeFailure(probe: Probe): string | null {
   if (posts.length !== 1) {
     return `the signer read POST /send ${posts.length} times (connections ${
       posts.map((p) => p.connection).join(", ")
-    }): the runtime's fetch sent the send again, and HttpSender read its outcome from the copy`;
+    }): the runtime's fetch sent the send again, and ${reader} read its outcome from the copy`;
   }
   if (!posts[0]!.body.includes('"intentId":"pi_0001"')) {
     return `the signer read a send without its body (${posts[0]!.framing}): ${
@@ -67,7 +73,7 @@ export function probeFailure(probe: Probe): string | null {
     return "the send did not ride the receipt's kept-alive connection: the scenario did not happen";
   }
   if (probe.outcome !== "maybe sent") {
-    return `HttpSender reported the send ${probe.outcome} (${probe.detail}), not maybe sent`;
+    return `${reader} reported the send ${probe.outcome} (${probe.detail}), not maybe sent`;
   }
   return null;
 }

@@ -60,3 +60,15 @@ Deno.test("the resend probe fails a run whose send did not ride the receipt's co
     /^the receipt before the send was not read/,
   );
 });
+
+Deno.test("the resend probe names the caller of fetch, not HttpSender, in a run of the runtime's own fetch with a body form", () => {
+  const raw = { ...probe([warm, send(1), send(2)], "not sent") };
+  assert.match(
+    probeFailure({ ...raw, where: "in process, fetch with a string body" })!,
+    /sent the send again, and the caller of fetch read its outcome from the copy$/,
+  );
+  assert.match(
+    probeFailure({ ...raw, where: "workerd, fetch with a bytes body" })!,
+    /and the caller of fetch read its outcome/,
+  );
+});
