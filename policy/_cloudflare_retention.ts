@@ -519,7 +519,11 @@ export function cloudflareRetentionRefusal(
               formatDuration(needed * 1000)
             }), with room: ${
               roomText("<queue>", needed, limits.maxRetries + 1, suggested)
-            }, and pass the same as messageRetentionMs (the example Worker reads it from CLOUDFLARE_MESSAGE_RETENTION)`
+            }, and pass the period set, in milliseconds, as messageRetentionMs (${
+              suggested * 1000
+            } for ${suggested} s; the example Worker reads it from CLOUDFLARE_MESSAGE_RETENTION as a duration, ${
+              formatDuration(suggested * 1000)
+            })`
             : `No retention Cloudflare allows (14 days at most) is longer: lower the consumer's max_retries (and maxRetries), the policy's CAP${
               delay > 0
                 ? ", the LEASE or the delivery delay (deliveryDelayMs, CLOUDFLARE_DELIVERY_DELAY)"
@@ -582,7 +586,11 @@ export function cloudflareRetentionRefusal(
                   CLOUDFLARE_MAX_RETENTION_MS / 1000
                 }) outlasts a longer outage`
                 : ""
-            }, and pass the same as deadLetterMessageRetentionMs (the example Worker reads it from CLOUDFLARE_DLQ_MESSAGE_RETENTION)`
+            }, and pass the period set, in milliseconds, as deadLetterMessageRetentionMs (${
+              suggested * 1000
+            } for ${suggested} s; the example Worker reads it from CLOUDFLARE_DLQ_MESSAGE_RETENTION as a duration, ${
+              formatDuration(suggested * 1000)
+            })`
             : "No retention Cloudflare allows (14 days at most) is longer: lower the consumer's max_retries (and maxRetries), the policy's CAP or the LEASE"
         }`,
       };
