@@ -257,3 +257,45 @@ Deno.test(
     }
   }),
 );
+
+Deno.test(
+  "openService() with KV_QUEUE=1: a job's line is kept past its newest message's delay, so an older message that comes late after a long stop, the newest not yet delivered, is acked unhandled",
+  timeout(60_000, async () => {
+    const run = await keptLines({
+      MAX_DELIVERIES: "3",
+      BASE: "240h",
+      CAP: "240h",
+      JITTER: "none",
+    });
+    const { service, clock, enqueued, lines, queueJob, until } = run;
+    try {
+      await service.store.createIntent({ id: "pi_0001", state: "created" });
+      // Its first delivery finds it not authorized: again in 10 days.
+      await queueJob();
+      await until(/ retry /);
+      const older = enqueued.at(-1)!;
+      // Queued again (an operator's nudge), delivered, not authorized:
+      // its retry, due in 10 days too, is the newest and takes the line.
+      await queueJob();
+      await until(/ retry /, 2);
+      assert.deepEqual(
+        [older.delay, enqueued.at(-1)!.delay],
+        [10 * DAY_MS, 10 * DAY_MS],
+      );
+      // The service stopped for 20 days: on its return the older retry
+      // comes before the newest. The line, kept 8 days and CAP past the
+      // newest's delay, still names the newest.
+      clock.stepMs = 20 * DAY_MS;
+      await run.deliverCopy(older.value);
+      assert.ok(
+        lines.some((l) =>
+          l.includes(`acked message ${older.value.id} unhandled`)
+        ),
+        lines.join("\n"),
+      );
+      assert.equal(lines.filter((l) => / retry /.test(l)).length, 2);
+    } finally {
+      await run.close();
+    }
+  }),
+);
