@@ -123,6 +123,25 @@ Deno.test("ignoredPortLine() reads a PORT as the port number it names: 08000 is 
   assert.match(ignoredPortLine("8e3", 8000)!, /^relayer: PORT is set, /);
 });
 
+Deno.test("ignoredPortLine() says nothing of a PORT set empty, shows a PORT only when it is a port number, and names 8001 in the command where it is not", () => {
+  // An .env's `PORT=` is a PORT unset, as loadConfig reads an empty setting.
+  assert.equal(ignoredPortLine("", 8000), undefined);
+  assert.equal(ignoredPortLine("8000", 8000), undefined);
+  const tail =
+    "but main.ts does not read it: it listens where deno serve's --port says, 8000 here (deno task start always serves on 127.0.0.1:8000); another port is deno serve's: deno serve --host 127.0.0.1 --port";
+  // Digits inside a value are not a port: the value is not shown.
+  for (const port of ["tcp://10.0.0.7:8001", "123456", "s3cret-8001"]) {
+    assert.equal(
+      ignoredPortLine(port, 8000),
+      `relayer: PORT is set, ${tail} 8001 --allow-net --allow-env --allow-read --allow-write=./data main.ts`,
+    );
+  }
+  assert.equal(
+    ignoredPortLine("9090", 8000),
+    `relayer: PORT is 9090, ${tail} 9090 --allow-net --allow-env --allow-read --allow-write=./data main.ts`,
+  );
+});
+
 Deno.test(
   "main.ts with a PORT it does not listen on says so after its start line, and where another port is set; not with the PORT it listens on",
   timeout(30_000, async () => {
