@@ -683,6 +683,8 @@ Deno.test("qstashVerifier() names the URL a token was signed for only where the 
     const url of [
       "https://other.example.test/v1/qstash?token=s3cret",
       "https://user:s3cret@other.example.test/v1/qstash",
+      "https://:s3cret@other.example.test/v1/qstash",
+      "https://s3cret@other.example.test/v1/qstash",
       "https://other.example.test/v1/qstash#s3cret",
     ]
   ) {
@@ -696,5 +698,15 @@ Deno.test("qstashVerifier() names the URL a token was signed for only where the 
       );
       assert.ok(!answer.includes("s3cret"), `${url}: ${path}: ${answer}`);
     }
+  }
+  // Of http(s)'s shape but no URL (a port past 65535): none of it said.
+  const unread = "https://user:s3cret@other.example.test:99999/v1/qstash";
+  const token = await signQStash(body, { url: unread });
+  for (const [path, answer] of Object.entries(await answers(token))) {
+    assert.ok(
+      answer.includes("but signed for another URL, "),
+      `${path}: ${answer}`,
+    );
+    assert.ok(!answer.includes("s3cret"), `${path}: ${answer}`);
   }
 });
