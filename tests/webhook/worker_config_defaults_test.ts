@@ -100,8 +100,14 @@ Deno.test("workerConfig with queues: false holds a Worker that consumes no queue
   );
   // A consumer's settings given anyway, even ones a consumer refuses:
   // read by nothing here, named once each.
+  // One set empty (wrangler.toml's ""), as not set: not named.
   const given = workerConfig(
-    { ...ENV, CLOUDFLARE_MAX_RETRIES: "3", CLOUDFLARE_MESSAGE_RETENTION: "1" },
+    {
+      ...ENV,
+      CLOUDFLARE_MAX_RETRIES: "3",
+      CLOUDFLARE_MESSAGE_RETENTION: "1",
+      CLOUDFLARE_DLQ_MAX_RETRIES: "",
+    },
     { queues: false },
   );
   assert.equal(given.config.queues.cloudflare, undefined);
