@@ -149,6 +149,9 @@ Deno.test(
             DENO_DEPLOYMENT_ID: "test-deployment",
             DENO_KV_DEFAULT_PATH: `http://127.0.0.1:${database.addr.port}/kv`,
             DENO_KV_ACCESS_TOKEN: "deploy-token-0123456789",
+            // A PORT beside it: Deploy serves where it says, and the line
+            // a local run gets (a deno serve command) is not said there.
+            PORT: "8001",
           },
           "pi_deploy",
           signal,
@@ -170,6 +173,8 @@ Deno.test(
               stdout,
               /relayer: 1 delivery still running was cut short .*; KV closed/,
             );
+            assert.match(stdout, /relayer: listening on /);
+            assert.doesNotMatch(stdout, /PORT is/);
           },
           { holdMs: 6_000 },
         );
