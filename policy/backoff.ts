@@ -4,6 +4,7 @@
  * @module
  */
 
+import type { Policy } from "./policy.ts";
 import { doubled } from "./_doubled.ts";
 import { assertDelivery, assertMs, assertOptionNames } from "./_validate.ts";
 
@@ -91,10 +92,13 @@ export function backoff(
   options?: BackoffOptions,
 ): number {
   // A stray name matters only where a default stands in for a misspelt
-  // one: with both given (a whole Policy, as rescueWindow passes), no scan.
+  // one: with both given (a whole Policy, as rescueWindow passes), no scan,
+  // but for a part of a policy that holds them (`{ baseMs, capMs, jitter }`),
+  // whose jitter would otherwise be ignored in silence.
   if (
     options !== undefined &&
-    (options?.baseMs === undefined || options?.capMs === undefined)
+    (options?.baseMs === undefined || options?.capMs === undefined ||
+      partOfPolicy(options))
   ) checkNames(options);
   const { baseMs = 5000, capMs = 120_000 } = options ?? {};
   assertDelivery("compute backoff", delivery);
@@ -107,12 +111,24 @@ export function backoff(
 const POLICY_FIELDS = ["maxDeliveries", "jitter", "stuckAfterMs"];
 
 /**
+ * Whether options that hold `baseMs` and `capMs` hold some of a `Policy`'s
+ * other fields but not all: a part of a policy, not a whole one. Three
+ * property reads, no allocation.
+ */
+function partOfPolicy(options: BackoffOptions): boolean {
+  const { maxDeliveries, jitter, stuckAfterMs } = options as Partial<Policy>;
+  const held = (maxDeliveries === undefined ? 0 : 1) +
+    (jitter === undefined ? 0 : 1) + (stuckAfterMs === undefined ? 0 : 1);
+  return held !== 0 && held !== 3;
+}
+
+/**
  * Refuses options that are not an object, or name an option `backoff` does
  * not read: `{ base: 100 }` would otherwise give the default base's delay,
  * and `{ jitter: "full" }` (a part of a policy, which `decide` takes) an
- * un-jittered delay its caller took for jittered. A whole `Policy` holds
- * both `baseMs` and `capMs`, so it never comes here. A `for…in` finds a
- * stray name without allocating on the usual path.
+ * un-jittered delay its caller took for jittered, as would
+ * `{ baseMs, capMs, jitter: "full" }`. A whole `Policy` never comes here.
+ * A `for…in` finds a stray name without allocating on the usual path.
  */
 function checkNames(options: BackoffOptions): void {
   if (typeof options === "object" && options !== null) {

@@ -22,6 +22,39 @@ Deno.test("backoff() refuses a part of a policy, naming the field it does not re
   assert.throws(() => backoff(1, { jitter: "full" } as never), TypeError);
 });
 
+Deno.test("backoff() refuses a part of a policy that holds baseMs and capMs, and takes a whole one written out", () => {
+  const todo =
+    "backoff reads baseMs and capMs alone and applies no jitter: pass { baseMs, capMs }, or a whole Policy (definePolicy(…)), and jitter(backoff(n, policy), policy.jitter) for the delay decide waits";
+  // decide jitters this object; backoff answered 400 for it, un-jittered.
+  const part = { baseMs: 100, capMs: 1000, jitter: "full" } as const;
+  assert.equal(
+    decide(new Error("rpc timeout"), 3, part, { random: () => 0.25 })
+      .action === "retry",
+    true,
+  );
+  assert.throws(
+    () => backoff(3, part as never),
+    new TypeError(
+      `Cannot compute backoff as "jitter" is a Policy's field, not one of its options (baseMs, capMs): ${todo}`,
+    ),
+  );
+  assert.throws(
+    () => backoff(3, { baseMs: 100, capMs: 1000, maxDeliveries: 3 } as never),
+    TypeError,
+  );
+  // A whole policy, as a literal or from definePolicy, and bare options.
+  const whole = {
+    maxDeliveries: 8,
+    baseMs: 100,
+    capMs: 1000,
+    jitter: "full",
+    stuckAfterMs: 0,
+  } as const;
+  assert.equal(backoff(3, whole), 400);
+  assert.equal(backoff(3, definePolicy(whole)), 400);
+  assert.equal(backoff(3, { baseMs: 100, capMs: 1000 }), 400);
+});
+
 Deno.test("backoff() refuses a misspelt option naming baseMs and capMs alone as its options", () => {
   assert.throws(
     () => backoff(3, { base: 100 } as never),
