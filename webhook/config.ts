@@ -1119,7 +1119,26 @@ function asText(
   });
 }
 
-/** A setting whose raise may lengthen the policy's rescue window. */
+/**
+ * A setting whose raise may lengthen the policy's rescue window.
+ *
+ * @example Each setting named by its flag
+ * ```ts
+ * import { type WindowRaiser, windowRaisers } from "./config.ts";
+ * import { DEFAULT_POLICY } from "../policy/policy.ts";
+ * import assert from "node:assert/strict";
+ *
+ * const flags: Record<WindowRaiser, string> = {
+ *   MAX_DELIVERIES: "--max-deliveries",
+ *   BASE: "--base",
+ *   CAP: "--cap",
+ * };
+ * assert.equal(
+ *   windowRaisers(DEFAULT_POLICY, (setting) => flags[setting]),
+ *   "--max-deliveries, --base or --cap",
+ * );
+ * ```
+ */
 export type WindowRaiser = "MAX_DELIVERIES" | "BASE" | "CAP";
 
 /**
