@@ -6,6 +6,8 @@
  * @module
  */
 
+import { parseDuration } from "./parse_duration.ts";
+
 /** The most characters of a rejected value an error message shows. */
 const SHOWN = 100;
 
@@ -97,7 +99,8 @@ export const MAX_TIMER_MS = 2_147_483_647;
 /**
  * Checks a whole number of milliseconds >= `min`. A text (`"5s"`, as the
  * service's settings are written, read from a JSON file) is told of
- * `parseDuration`, which reads it.
+ * `parseDuration`, which reads it; one it cannot read (`"abc"`) is told to
+ * be a number, not sent to a call that refuses it too.
  */
 export function assertMs(
   what: string,
@@ -106,16 +109,28 @@ export function assertMs(
   min: number,
 ): void {
   if (!Number.isSafeInteger(value) || (value as number) < min) {
-    const text = typeof value === "string"
+    const text = typeof value !== "string"
+      ? ""
+      : readsAsDuration(value)
       ? `, a text: give a number (parseDuration(${
         show(value)
       }) reads a duration's text into milliseconds)`
-      : "";
+      : ", a text that is no duration: give a number of milliseconds";
     throw new RangeError(
       `Cannot ${what} as '${name}' must be an integer number of milliseconds >= ${min}: current value is ${
         show(value)
       }${text}`,
     );
+  }
+}
+
+/** Whether `parseDuration` reads `text` (on a refusal's path alone). */
+function readsAsDuration(text: string): boolean {
+  try {
+    parseDuration(text);
+    return true;
+  } catch {
+    return false;
   }
 }
 

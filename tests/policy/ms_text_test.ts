@@ -51,3 +51,17 @@ Deno.test("backoff() and createRelayer() name parseDuration for a text too, and 
     ),
   );
 });
+
+Deno.test("a text parseDuration cannot read is not given to it in the refusal, which says to give a number", () => {
+  for (const text of ["", "abc", "5 s"]) {
+    assert.throws(() => parseDuration(text), SyntaxError);
+    assert.throws(
+      () => definePolicy({ baseMs: text } as never),
+      new RangeError(
+        `Cannot define policy as 'baseMs' must be an integer number of milliseconds >= 1: current value is ${
+          JSON.stringify(text)
+        }, a text that is no duration: give a number of milliseconds`,
+      ),
+    );
+  }
+});
