@@ -263,3 +263,62 @@ Deno.test({
       await Promise.all(clients.map((sql) => sql.end({ timeout: 1 })));
     })),
 });
+
+Deno.test({
+  name:
+    "PostgresStore.migrate() whose session a short idle_in_transaction_session_timeout ended right after its BEGIN says that setting and to raise it, where postgres.js's words came alone",
+  ignore,
+  fn: timeout(30_000, () =>
+    asRole(
+      ["idle_in_transaction_session_timeout = '20ms'"],
+      async ({ connect }) => {
+        const sql = connect();
+        // The migration's transaction (its sql.begin(), which the store's
+        // writes do not use) held 200 ms between its BEGIN and its first
+        // message: the server ends the session at 20 ms, every time.
+        const holds: Promise<unknown>[] = [];
+        const held = new Proxy(sql, {
+          get(target, name, receiver) {
+            if (name !== "begin") return Reflect.get(target, name, receiver);
+            return (...args: unknown[]) => {
+              const work = args.pop() as (tx: unknown) => Promise<unknown>;
+              // Ended before the hold is over (its session lost), the
+              // transaction sends nothing more: postgres.js 3.4.9 throws
+              // uncaught for a query on a socket it let go.
+              let ended = false;
+              const run = target.begin(
+                ...(args as [string]),
+                async (tx) => {
+                  const hold = new Promise((resolve) =>
+                    setTimeout(resolve, 200)
+                  );
+                  holds.push(hold);
+                  await hold;
+                  if (ended) throw new Error("the transaction ended");
+                  return await work(tx);
+                },
+              );
+              run.then(() => ended = true, () => ended = true);
+              return run;
+            };
+          },
+        });
+        const store = new PostgresStore(held, { schema: "relayer" });
+        try {
+          await assert.rejects(
+            store.migrate(),
+            (error: Error) => {
+              assert.match(
+                error.message,
+                /^Cannot migrate the PostgreSQL schema "relayer" as the server ended its session while its transaction waited for its next message \(.+\): the role's or database's idle_in_transaction_session_timeout is 20ms, shorter than a round trip between a transaction's messages; raise it to 1s or more \(SHOW idle_in_transaction_session_timeout; ALTER ROLE … SET idle_in_transaction_session_timeout = '1s'\), then run migrate\(\) again$/,
+              );
+              return true;
+            },
+          );
+        } finally {
+          store.close();
+          await Promise.all(holds);
+        }
+      },
+    )),
+});
