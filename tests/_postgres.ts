@@ -652,3 +652,41 @@ export function serverUpFirst(): void {
     fn: async () => void await postgresUrl(),
   });
 }
+
+/**
+ * `sql`, but each `sql.begin()` (a migration's, a move's; the store's
+ * writes use none) waits `ms` after its `BEGIN` before its work sends
+ * anything: the session sits idle in its transaction that long, which a
+ * shorter `idle_in_transaction_session_timeout` ends every time. A
+ * transaction ended before then sends nothing more (postgres.js 3.4.9
+ * throws uncaught for a query on a socket it let go, its ROLLBACK's too).
+ * `held()` resolves once every wait is over.
+ */
+export function heldAfterBegin(
+  sql: postgres.Sql,
+  ms: number,
+): { sql: postgres.Sql; held: () => Promise<void> } {
+  const holds: Promise<unknown>[] = [];
+  const wrapped = new Proxy(sql, {
+    get(target, name, receiver) {
+      if (name !== "begin") return Reflect.get(target, name, receiver);
+      return (...args: unknown[]) => {
+        const work = args.pop() as (tx: unknown) => Promise<unknown>;
+        let ended = false;
+        const run = target.begin(...(args as [string]), async (tx) => {
+          const hold = new Promise((resolve) => setTimeout(resolve, ms));
+          holds.push(hold);
+          await hold;
+          // Ended (its session lost), it never settles, as the store's
+          // statements lost with their connection do: settled, postgres.js
+          // would send a ROLLBACK on the socket it let go.
+          if (ended) return await new Promise(() => {});
+          return await work(tx);
+        });
+        run.then(() => ended = true, () => ended = true);
+        return run;
+      };
+    },
+  });
+  return { sql: wrapped, held: async () => void await Promise.all(holds) };
+}

@@ -16,7 +16,11 @@ import { ConflictError } from "../../store/conflict_error.ts";
 import { KvStore } from "../../store/kv.ts";
 import { moveKvToPostgres } from "../../store/kv_to_postgres.ts";
 import { PostgresStore } from "../../store/postgres.ts";
-import { freshDatabase, postgresAvailable } from "../_postgres.ts";
+import {
+  freshDatabase,
+  heldAfterBegin,
+  postgresAvailable,
+} from "../_postgres.ts";
 import { timeout } from "../_timeout.ts";
 
 const ignore = !postgresAvailable;
@@ -333,6 +337,43 @@ Deno.test({
               counts: 0,
             });
           }
+        },
+      ),
+  ),
+});
+
+Deno.test({
+  name:
+    "moveKvToPostgres() whose session a short idle_in_transaction_session_timeout ended right after its BEGIN names that setting and to raise it, and moves nothing",
+  ignore,
+  fn: timeout(
+    20_000,
+    () =>
+      onDatabase(
+        { idle_in_transaction_session_timeout: "20ms" },
+        async ({ kv, admin, move }) => {
+          // Its transaction held 200 ms between its BEGIN and its first
+          // message: the server ends the session at 20 ms, every time.
+          const { sql, held } = heldAfterBegin(move, 200);
+          try {
+            await assert.rejects(
+              moveKvToPostgres(kv, sql, { now: () => T0 }),
+              (error: Error) => {
+                assert.match(
+                  error.message,
+                  /^Cannot move into schema relayer as PostgreSQL lost the connection during the move \(.*\), and the role's or database's idle_in_transaction_session_timeout is 20ms, shorter than a round trip between a transaction's messages: raise it to 1s or more \(SHOW idle_in_transaction_session_timeout; ALTER ROLE … SET idle_in_transaction_session_timeout = '1s'\), then run the move again\. Cut before its commit, the transaction rolled back and nothing was moved; /,
+                );
+                return true;
+              },
+            );
+          } finally {
+            await held();
+          }
+          assert.deepEqual(await counts(admin), {
+            intents: 0,
+            holds: 0,
+            counts: 0,
+          });
         },
       ),
   ),

@@ -15,6 +15,7 @@ import postgres from "postgres";
 import { PostgresStore } from "../../store/postgres.ts";
 import {
   freshDatabase,
+  heldAfterBegin,
   postgresAvailable,
   serverUpFirst,
   sharedClient,
@@ -272,37 +273,10 @@ Deno.test({
     asRole(
       ["idle_in_transaction_session_timeout = '20ms'"],
       async ({ connect }) => {
-        const sql = connect();
-        // The migration's transaction (its sql.begin(), which the store's
-        // writes do not use) held 200 ms between its BEGIN and its first
-        // message: the server ends the session at 20 ms, every time.
-        const holds: Promise<unknown>[] = [];
-        const held = new Proxy(sql, {
-          get(target, name, receiver) {
-            if (name !== "begin") return Reflect.get(target, name, receiver);
-            return (...args: unknown[]) => {
-              const work = args.pop() as (tx: unknown) => Promise<unknown>;
-              // Ended before the hold is over (its session lost), the
-              // transaction sends nothing more: postgres.js 3.4.9 throws
-              // uncaught for a query on a socket it let go.
-              let ended = false;
-              const run = target.begin(
-                ...(args as [string]),
-                async (tx) => {
-                  const hold = new Promise((resolve) =>
-                    setTimeout(resolve, 200)
-                  );
-                  holds.push(hold);
-                  await hold;
-                  if (ended) throw new Error("the transaction ended");
-                  return await work(tx);
-                },
-              );
-              run.then(() => ended = true, () => ended = true);
-              return run;
-            };
-          },
-        });
+        // The migration's transaction held 200 ms between its BEGIN and
+        // its first message: the server ends the session at 20 ms, every
+        // time.
+        const { sql: held, held: holdsOver } = heldAfterBegin(connect(), 200);
         const store = new PostgresStore(held, { schema: "relayer" });
         try {
           await assert.rejects(
@@ -317,7 +291,7 @@ Deno.test({
           );
         } finally {
           store.close();
-          await Promise.all(holds);
+          await holdsOver();
         }
       },
     )),
