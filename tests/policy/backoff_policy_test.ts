@@ -55,6 +55,20 @@ Deno.test("backoff() refuses a part of a policy that holds baseMs and capMs, and
   assert.equal(backoff(3, { baseMs: 100, capMs: 1000 }), 400);
 });
 
+Deno.test("backoff() refuses a part of a policy that gives capMs too as a Policy's field, not a misspelling", () => {
+  // capMs, a name backoff reads, ahead of the policy's field: the refusal
+  // still names that field as a Policy's, never "check its spelling".
+  assert.throws(
+    () => backoff(1, { capMs: 1000, jitter: "full" } as never),
+    (error: unknown) =>
+      error instanceof TypeError &&
+      error.message.startsWith(
+        `Cannot compute backoff as "jitter" is a Policy's field, not one of its options (baseMs, capMs): `,
+      ),
+  );
+  assert.equal(backoff(1, { capMs: 1000 }), 1000);
+});
+
 Deno.test("backoff() refuses a misspelt option naming baseMs and capMs alone as its options", () => {
   assert.throws(
     () => backoff(3, { base: 100 } as never),
