@@ -65,3 +65,19 @@ Deno.test("a text parseDuration cannot read is not given to it in the refusal, w
     );
   }
 });
+
+Deno.test("definePolicy() names parseDuration for a text alone: not for null, a boolean, an array", () => {
+  const shown = new Map<unknown, string>([
+    [null, "null"],
+    [true, "true"],
+    [[5000], "[5000]"],
+  ]);
+  for (const [value, text] of shown) {
+    assert.throws(
+      () => definePolicy({ baseMs: value } as never),
+      new RangeError(
+        `Cannot define policy as 'baseMs' must be an integer number of milliseconds >= 1: current value is ${text}`,
+      ),
+    );
+  }
+});
