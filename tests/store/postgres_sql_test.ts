@@ -738,7 +738,7 @@ Deno.test({
         // Run as it says, it grants, and the store starts.
         await admin.unsafe(`GRANT USAGE ON SCHEMA ${grant}`);
         await new PostgresStore(sql, { schema }).migrate();
-      }, 'ops"svc_');
+      }, 'o"ps"svc_');
     }),
 });
 
