@@ -237,6 +237,11 @@ Deno.test("verdict() says TOO SHORT with the flags whose raise lengthens the win
     verdict(schedule({ maxDeliveries: 3, baseMs: 60_000, capMs: 60_000 })),
     /: TOO SHORT, [^;]*; raise --max-deliveries or --cap, or lower --stuck-after or --clock-skew$/,
   );
+  // One delay, BASE at CAP: only --max-deliveries, still named as a flag.
+  assert.match(
+    verdict(schedule({ maxDeliveries: 2, baseMs: 60_000, capMs: 60_000 })),
+    /: TOO SHORT, [^;]*; raise --max-deliveries, or lower --stuck-after or --clock-skew$/,
+  );
   // CAP cuts the last delays: each of the three lengthens the window.
   assert.match(
     verdict(
