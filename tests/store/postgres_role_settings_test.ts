@@ -296,3 +296,46 @@ Deno.test({
       },
     )),
 });
+
+Deno.test({
+  name:
+    "PostgresStore.migrate() runs its migration under an idle_in_transaction_session_timeout raised to its statement_timeout, though the role's is 300 ms",
+  ignore,
+  fn: timeout(30_000, () =>
+    asRole(
+      ["idle_in_transaction_session_timeout = '300ms'"],
+      async ({ connect }) => {
+        // Each transaction's setting, asked in it as it ends.
+        const seen: number[] = [];
+        const sql = connect();
+        const client = new Proxy(sql, {
+          get(target, key) {
+            if (key !== "begin") return Reflect.get(target, key);
+            return (...args: unknown[]) => {
+              const body = args.pop() as (tx: postgres.Sql) => unknown;
+              return (target.begin as (...a: unknown[]) => unknown)(
+                ...args,
+                async (tx: postgres.Sql) => {
+                  const done = await body(tx);
+                  const [row] = await tx<{ ms: number }[]>`
+                    SELECT setting::int AS ms FROM pg_catalog.pg_settings
+                    WHERE name = 'idle_in_transaction_session_timeout'`;
+                  seen.push(row!.ms);
+                  return done;
+                },
+              );
+            };
+          },
+        });
+        const store = new PostgresStore(client, { schema: "relayer" });
+        try {
+          await store.migrate();
+        } finally {
+          store.close();
+        }
+        // The migration's (its lock_timeout and a second, 3 s): a role's
+        // setting of a few ms ended it between its statements.
+        assert.ok(Math.max(...seen) >= 3_000, JSON.stringify(seen));
+      },
+    )),
+});
