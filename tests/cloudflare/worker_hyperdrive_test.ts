@@ -90,3 +90,14 @@ Deno.test("a Worker on PostgreSQL given DATABASE_URL beside a Hyperdrive binding
   );
   assert.equal(config.database, undefined);
 });
+
+Deno.test("a Worker on PostgreSQL whose HYPERDRIVE is a var, not a binding (a text, a JSON null), reads DATABASE_URL and names no Hyperdrive binding", () => {
+  for (const value of ["postgres://db.test:5432/payments", null]) {
+    const { config, unread } = workerConfig(
+      { ...ENV, DATABASE_URL, HYPERDRIVE: value },
+      { database: true },
+    );
+    assert.notEqual(config.database, undefined, JSON.stringify(value));
+    assert.ok(!unread.includes(LINE), JSON.stringify(value));
+  }
+});
