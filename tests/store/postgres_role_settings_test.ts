@@ -339,3 +339,51 @@ Deno.test({
       },
     )),
 });
+
+Deno.test({
+  name:
+    "PostgresStore.migrate() whose session is ended by another (pg_terminate_backend) under no idle_in_transaction_session_timeout (0, the default) keeps the loss's words, never names that setting",
+  ignore,
+  fn: timeout(30_000, () =>
+    asRole([], async ({ connect }) => {
+      const holder = connect();
+      const watcher = connect();
+      const store = new PostgresStore(connect(), { schema: "relayer" });
+      let release!: () => void;
+      const released = new Promise<void>((resolve) => release = resolve);
+      // Another session creating the schema, uncommitted: the migration's
+      // CREATE SCHEMA waits on it, where it is ended.
+      let created!: () => void;
+      const begun = new Promise<void>((resolve) => created = resolve);
+      const holding = holder.begin(async (tx) => {
+        await tx.unsafe(`CREATE SCHEMA relayer`);
+        created();
+        await released;
+        throw new Error("rolled back");
+      }).catch(() => {});
+      try {
+        await begun;
+        const migrating = store.migrate().then(
+          () => assert.fail("a migration whose session ended went on"),
+          (error: Error) => error,
+        );
+        for (let waited = 0;; waited += 20) {
+          const [row] = await watcher<{ ended: boolean }[]>`
+            SELECT pg_terminate_backend(pid) AS ended FROM pg_stat_activity
+            WHERE datname = current_database() AND wait_event_type = 'Lock'`;
+          if (row?.ended === true) break;
+          assert.ok(waited < 1_500, "the migration never waited on the lock");
+          await new Promise((resolve) => setTimeout(resolve, 20));
+        }
+        const error = await migrating;
+        assert.doesNotMatch(
+          error.message,
+          /idle_in_transaction_session_timeout/,
+        );
+      } finally {
+        release();
+        await holding;
+        store.close();
+      }
+    })),
+});
