@@ -5,7 +5,7 @@
  * @module
  */
 
-import { show } from "./_validate.ts";
+import { show } from "./_show.ts";
 
 const UNITS: Record<string, bigint> = {
   ms: 1n,
