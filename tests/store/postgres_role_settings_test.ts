@@ -69,6 +69,52 @@ async function asRole(
   }
 }
 
+/**
+ * `migrate()` stopped by another session's `stop` (`pg_cancel_backend` or
+ * `pg_terminate_backend`) while it waits on a lock: another session
+ * creating the schema, uncommitted, holds the migration's `CREATE
+ * SCHEMA`. Its error.
+ */
+async function migrateStoppedOnLock(
+  connect: (max?: number) => postgres.Sql,
+  stop: "pg_cancel_backend" | "pg_terminate_backend",
+): Promise<Error> {
+  const holder = connect();
+  const watcher = connect();
+  const store = new PostgresStore(connect(), { schema: "relayer" });
+  let release!: () => void;
+  const released = new Promise<void>((resolve) => release = resolve);
+  let created!: () => void;
+  const begun = new Promise<void>((resolve) => created = resolve);
+  const holding = holder.begin(async (tx) => {
+    await tx.unsafe(`CREATE SCHEMA relayer`);
+    created();
+    await released;
+    throw new Error("rolled back");
+  }).catch(() => {});
+  try {
+    await begun;
+    const migrating = store.migrate().then(
+      () => assert.fail(`a migration ${stop} stopped went on`),
+      (error: Error) => error,
+    );
+    for (let waited = 0;; waited += 20) {
+      const [row] = await watcher.unsafe<{ stopped: boolean }[]>(
+        `SELECT ${stop}(pid) AS stopped FROM pg_stat_activity
+         WHERE datname = current_database() AND wait_event_type = 'Lock'`,
+      );
+      if (row?.stopped === true) break;
+      assert.ok(waited < 1_500, "the migration never waited on the lock");
+      await new Promise((resolve) => setTimeout(resolve, 20));
+    }
+    return await migrating;
+  } finally {
+    release();
+    await holding;
+    store.close();
+  }
+}
+
 serverUpFirst();
 
 Deno.test({
@@ -144,43 +190,9 @@ Deno.test({
   ignore,
   fn: timeout(60_000, () =>
     asRole([], async ({ connect }) => {
-      const holder = connect();
-      const watcher = connect();
-      const store = new PostgresStore(connect(), { schema: "relayer" });
-      let release!: () => void;
-      const released = new Promise<void>((resolve) => release = resolve);
-      // Another session creating the schema, uncommitted: the migration's
-      // CREATE SCHEMA waits on it.
-      let created!: () => void;
-      const begun = new Promise<void>((resolve) => created = resolve);
-      const holding = holder.begin(async (tx) => {
-        await tx.unsafe(`CREATE SCHEMA relayer`);
-        created();
-        await released;
-        throw new Error("rolled back");
-      }).catch(() => {});
-      try {
-        await begun;
-        const migrating = store.migrate().then(
-          () => assert.fail("a migration cancelled went on"),
-          (error: Error) => error,
-        );
-        for (let waited = 0;; waited += 20) {
-          const [row] = await watcher<{ cancelled: boolean }[]>`
-            SELECT pg_cancel_backend(pid) AS cancelled FROM pg_stat_activity
-            WHERE datname = current_database() AND wait_event_type = 'Lock'`;
-          if (row?.cancelled === true) break;
-          assert.ok(waited < 1_500, "the migration never waited on the lock");
-          await new Promise((resolve) => setTimeout(resolve, 20));
-        }
-        const error = await migrating;
-        assert.match(error.message, /canceling statement due to user request/);
-        assert.doesNotMatch(error.message, /statement_timeout/);
-      } finally {
-        release();
-        await holding;
-        store.close();
-      }
+      const error = await migrateStoppedOnLock(connect, "pg_cancel_backend");
+      assert.match(error.message, /canceling statement due to user request/);
+      assert.doesNotMatch(error.message, /statement_timeout/);
     })),
 });
 
@@ -346,44 +358,8 @@ Deno.test({
   ignore,
   fn: timeout(30_000, () =>
     asRole([], async ({ connect }) => {
-      const holder = connect();
-      const watcher = connect();
-      const store = new PostgresStore(connect(), { schema: "relayer" });
-      let release!: () => void;
-      const released = new Promise<void>((resolve) => release = resolve);
-      // Another session creating the schema, uncommitted: the migration's
-      // CREATE SCHEMA waits on it, where it is ended.
-      let created!: () => void;
-      const begun = new Promise<void>((resolve) => created = resolve);
-      const holding = holder.begin(async (tx) => {
-        await tx.unsafe(`CREATE SCHEMA relayer`);
-        created();
-        await released;
-        throw new Error("rolled back");
-      }).catch(() => {});
-      try {
-        await begun;
-        const migrating = store.migrate().then(
-          () => assert.fail("a migration whose session ended went on"),
-          (error: Error) => error,
-        );
-        for (let waited = 0;; waited += 20) {
-          const [row] = await watcher<{ ended: boolean }[]>`
-            SELECT pg_terminate_backend(pid) AS ended FROM pg_stat_activity
-            WHERE datname = current_database() AND wait_event_type = 'Lock'`;
-          if (row?.ended === true) break;
-          assert.ok(waited < 1_500, "the migration never waited on the lock");
-          await new Promise((resolve) => setTimeout(resolve, 20));
-        }
-        const error = await migrating;
-        assert.doesNotMatch(
-          error.message,
-          /idle_in_transaction_session_timeout/,
-        );
-      } finally {
-        release();
-        await holding;
-        store.close();
-      }
+      // Its CREATE SCHEMA waits on another's, where it is ended.
+      const error = await migrateStoppedOnLock(connect, "pg_terminate_backend");
+      assert.doesNotMatch(error.message, /idle_in_transaction_session_timeout/);
     })),
 });
