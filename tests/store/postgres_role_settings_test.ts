@@ -69,6 +69,18 @@ async function asRole(
   }
 }
 
+/** A store on `sql` in `schema` migrates, and writes an intent it reads back. */
+async function migratesAndWrites(sql: postgres.Sql, schema: string) {
+  const store = new PostgresStore(sql, { schema });
+  try {
+    await store.migrate();
+    await store.createIntent({ id: "pi_1", hold: "pending" });
+    assert.equal((await store.getIntent("pi_1"))?.hold, "pending");
+  } finally {
+    store.close();
+  }
+}
+
 /**
  * `migrate()` stopped by another session's `stop` (`pg_cancel_backend` or
  * `pg_terminate_backend`) while it waits on a lock: another session
@@ -141,14 +153,7 @@ Deno.test({
           store.close();
         }
         await alter("statement_timeout = '1s'");
-        const after = new PostgresStore(connect(), { schema: "relayer" });
-        try {
-          await after.migrate();
-          await after.createIntent({ id: "pi_1", hold: "pending" });
-          assert.equal((await after.getIntent("pi_1"))?.hold, "pending");
-        } finally {
-          after.close();
-        }
+        await migratesAndWrites(connect(), "relayer");
       }),
   ),
 });
@@ -229,14 +234,7 @@ Deno.test({
         // At once: each takes its bound (1 s) to end.
         await Promise.all(clients.map((sql) => sql.end({ timeout: 1 })));
         await alter("idle_in_transaction_session_timeout = '1s'");
-        const after = new PostgresStore(connect(), { schema: "relayer_next" });
-        try {
-          await after.migrate();
-          await after.createIntent({ id: "pi_1", hold: "pending" });
-          assert.equal((await after.getIntent("pi_1"))?.hold, "pending");
-        } finally {
-          after.close();
-        }
+        await migratesAndWrites(connect(), "relayer_next");
       },
     )),
 });
