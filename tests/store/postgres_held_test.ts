@@ -89,6 +89,9 @@ async function setUp(connection: Record<string, number> = {}) {
       }
     },
     async tearDown() {
+      // Closed first: a lost connection's probes (timers) end with it,
+      // not in the next test.
+      store.close();
       await sql.end({ timeout: 1 });
       await admin.unsafe(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
       await admin.end();
@@ -303,6 +306,14 @@ Deno.test({
   name:
     "The webhook answers a delivery that gets no connection (too many connections for its role, 53300) as a store outage: 503, nothing decided, one line naming the limit and not the URL, and the store goes on once a slot frees",
   ignore,
+  // postgres.js's own reconnect timer (connection.js's reconnect), set with
+  // its backoff as a query opens again a connection the server refused
+  // (53300 here, the store's probes among them), can outlive sql.end(), and
+  // so can the connect it makes: not the store's (whose timers
+  // postgres_timers_test.ts holds to account). A loaded CI run failed this
+  // test on one such timer.
+  sanitizeOps: false,
+  sanitizeResources: false,
   fn: timeout(30_000, async () => {
     const admin = await connect(2);
     const schema = freshSchema();
@@ -332,6 +343,8 @@ Deno.test({
         state: "authorized",
         hold: "pending",
       });
+      // Closed before its client ends (docs/postgres.md), as every store.
+      store.close();
       await sql.end();
       const fresh = postgres(url.href, {
         max: 2,
