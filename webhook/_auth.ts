@@ -1109,7 +1109,8 @@ function jwtKid(token: string): string | undefined {
 
 /**
  * A verifier of Pub/Sub's `Authorization: Bearer` OIDC tokens: RS256 by
- * one of Google's keys, Google's issuer, the configured audience, the
+ * one of Google's keys, Google's issuer, the configured audience (alone:
+ * an `aud` list that names another beside it is refused), the
  * configured service account as `email` (A-Z in any case) with
  * `email_verified` true, and `exp` (required), `iat` and `nbf` by the wall
  * clock within {@linkcode TOKEN_CLOCK_TOLERANCE_MS}. A
@@ -1182,8 +1183,7 @@ export function pubsubVerifier(
     >;
     return typeof iss === "string" &&
       /^(https:\/\/)?accounts\.google\.com$/.test(iss) &&
-      (aud === keys.audience ||
-        (Array.isArray(aud) && aud.includes(keys.audience))) &&
+      audienceIs(aud, keys.audience) &&
       typeof email === "string" && asciiLower(email) === account &&
       email_verified === true &&
       inTime(claims as Record<string, unknown>, Date.now());
@@ -1303,10 +1303,9 @@ export function pubsubVerifier(
       typeof email !== "string" || asciiLower(email) !== account ||
       email_verified !== true
     ) return { ok: false, hint: accountHint, kind: "account" };
-    if (
-      aud !== keys.audience &&
-      !(Array.isArray(aud) && aud.includes(keys.audience))
-    ) return { ok: false, hint: audienceHint, kind: "url" };
+    if (!audienceIs(aud, keys.audience)) {
+      return { ok: false, hint: audienceHint, kind: "url" };
+    }
     // By the wall clock, as Google wrote them (and as the QStash Receiver
     // reads its tokens'); `now` paces the refetches.
     if (!inTime(payload, Date.now())) {
@@ -1350,6 +1349,21 @@ function accountHintOf(account: string): string {
 /** What to check when Google's tokens are all refused by the clock. */
 const CLOCK_HINT =
   "If every push is refused so, this server's clock is off: Google's tokens are past their exp, or issued ahead of it, by more than 30 seconds. Set the clock right (NTP).";
+
+/**
+ * Whether a token's `aud` is `audience` alone: the text, or a list that
+ * holds it and nothing else. A list that names another audience beside it
+ * is refused, as OpenID Connect Core (3.1.3.7) asks of a token that lists
+ * an audience the client does not trust: here the audience is all that
+ * tells the jobs' push subscription's tokens from the dead-letter one's,
+ * and a token listing both opened both routes (a push's token gave up its
+ * job). Google's tokens name one audience, as text.
+ */
+function audienceIs(aud: unknown, audience: string): boolean {
+  return aud === audience ||
+    (Array.isArray(aud) && aud.length > 0 &&
+      aud.every((one) => one === audience));
+}
 
 /**
  * `text` with A-Z in lower case, and nothing else changed: an email's case

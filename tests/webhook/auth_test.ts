@@ -548,17 +548,31 @@ Deno.test("hmacVerifier() says a t of 13 to 15 digits with a well-formed v1 is i
   }
 });
 
-Deno.test("pubsubVerifier() takes a token whose aud is a list holding the audience, and refuses one whose email_verified is missing", async () => {
+Deno.test("pubsubVerifier() takes a token whose aud is a list of the audience alone, refuses one whose list names another beside it, or is empty, and refuses one whose email_verified is missing", async () => {
   const google = await fakeGoogle();
   const verify = pubsubVerifier({
     audience: PUBSUB.audience,
     jwks: google.jwks,
     serviceAccount: PUBSUB.serviceAccount,
   });
-  const listed = await google.token({
-    aud: ["https://elsewhere.example.test/", PUBSUB.audience],
-  });
-  assert.deepEqual(await verify(`Bearer ${listed}`), { ok: true });
+  const alone = await google.token({ aud: [PUBSUB.audience] });
+  assert.deepEqual(await verify(`Bearer ${alone}`), { ok: true });
+  for (
+    const aud of [
+      ["https://elsewhere.example.test/", PUBSUB.audience],
+      [PUBSUB.audience, "https://elsewhere.example.test/"],
+      [PUBSUB.audience, PUBSUB.audience, null],
+      [],
+    ]
+  ) {
+    const listed = await verify(`Bearer ${await google.token({ aud })}`);
+    assert.equal(listed.ok, false, JSON.stringify(aud));
+    assert.match(
+      !listed.ok && listed.hint || "",
+      /PUBSUB_AUDIENCE/,
+      JSON.stringify(aud),
+    );
+  }
   const unlisted = await google.token({
     aud: ["https://elsewhere.example.test/"],
   });

@@ -20,6 +20,8 @@
 import assert from "node:assert/strict";
 import {
   AUTHORIZED,
+  DEAD_LETTER_AUDIENCE,
+  deadLetterRequest,
   genericRequest,
   makeApp,
   NOW,
@@ -333,6 +335,52 @@ Deno.test("Google tokens that name their key another way are 401 and write nothi
     headers: { Authorization: `bearer ${genuine}` },
   });
   assert.equal(await statusOf(taken), 503);
+});
+
+Deno.test("a Google token whose aud lists another audience beside the route's is 401 on each route it lists and writes nothing (OIDC Core 3.1.3.7): one for both Pub/Sub routes gives up no job; a list of the route's audience alone is taken", async () => {
+  const google = await theGoogle();
+  const { app, writes, sender } = await targetApp({
+    pubsubDeadLetter: {
+      audience: DEAD_LETTER_AUDIENCE,
+      jwks: google.jwks,
+      serviceAccount: PUBSUB.serviceAccount,
+    },
+  });
+  const both = await google.token({
+    aud: [PUBSUB.audience, DEAD_LETTER_AUDIENCE],
+  });
+  const elsewhere = await google.token({
+    aud: [DEAD_LETTER_AUDIENCE, "https://other.example.test/"],
+  });
+  const giveUp = await deadLetterRequest(job, {
+    messageId: "dl-1",
+    deliveryCount: "5",
+  });
+  for (const [name, token] of [["both", both], ["another", elsewhere]]) {
+    const res = await app.request("/v1/pubsub/dead-letter", {
+      ...giveUp,
+      headers: { authorization: `Bearer ${token}` },
+    });
+    assert.equal(res.status, 401, `dead-letter route, ${name}`);
+    await res.body?.cancel();
+  }
+  const pushed = await app.request("/v1/pubsub", {
+    method: "POST",
+    body: envelope(job, { deliveryAttempt: 1 }),
+    headers: { authorization: `Bearer ${both}` },
+  });
+  assert.equal(await statusOf(pushed), 401, "jobs route, both");
+  assert.equal(writes(), 0);
+  assert.equal(sendsOf(sender), 0);
+  // The route's own audience, alone in a list, names no other route.
+  const alone = await google.token({ aud: [PUBSUB.audience] });
+  const taken = await app.request("/v1/pubsub", {
+    method: "POST",
+    body: envelope(job, { deliveryAttempt: 1 }),
+    headers: { authorization: `Bearer ${alone}` },
+  });
+  assert.equal(await statusOf(taken), 503);
+  assert.equal(sendsOf(sender), 1);
 });
 
 Deno.test("Google's signed numbers and flags must be JSON's: exp, iat or nbf as a string, email_verified as the string 'true' are 401", async () => {
