@@ -332,7 +332,10 @@ export interface Relayer {
    * `<queue>/<id>/unreadable`, so that it is seen (`GET /v1/dead-letters`)
    * before the queue is told to drop it: a message acked unread may have
    * been an intent's only job. Touches nothing else. Such a letter records
-   * a message, not a job: it cannot be redriven.
+   * a message, not a job: it cannot be redriven. A letter kept under the
+   * same id that names another intent stays as it is, and this message is
+   * kept as `<queue>/sha256-…/unreadable`, by its bytes: the id may be
+   * one the message's signature does not cover.
    *
    * @param message The queue, the message's id, what could be read of it,
    * and why it is unreadable.
@@ -3219,16 +3222,29 @@ export function createRelayer(options: RelayerOptions): Relayer {
         );
       }
     }
-    const name = isIntentId(id)
-      ? id
-      : `sha256-${
-        bytesToHex(sha256(new TextEncoder().encode(raw))).slice(0, 32)
-      }`;
+    const hashed = `sha256-${
+      bytesToHex(sha256(new TextEncoder().encode(raw))).slice(0, 32)
+    }`;
+    const intentId = isIntentId(seen.intentId) ? seen.intentId : "";
+    let name = isIntentId(id) ? id : hashed;
+    if (name !== hashed) {
+      // The id is the queue's word, which its signature may not cover
+      // (QStash's Upstash-Message-Id): a letter under it that names
+      // another intent is another message's, the record that its intent
+      // may have no job. Written over, it named this one's intent, or
+      // none, and its discard was no longer held. This message is kept
+      // by its bytes, as one without an id is.
+      const kept = await store.getDeadLetter(`${queue}/${name}/unreadable`);
+      if (
+        kept !== null && isIntentId(kept.intentId) &&
+        kept.intentId !== intentId
+      ) name = hashed;
+    }
     const jobId = `${queue}/${name}/unreadable`;
     const attempt = seen.attempt;
     await store.putDeadLetter({
       jobId,
-      intentId: isIntentId(seen.intentId) ? seen.intentId : "",
+      intentId,
       deliveries:
         typeof attempt === "number" && Number.isSafeInteger(attempt) &&
           attempt >= 1

@@ -18,6 +18,7 @@
  */
 
 import assert from "node:assert/strict";
+import { sha256 } from "@noble/hashes/sha2.js";
 import {
   AUTHORIZED,
   DEAD_LETTER_AUDIENCE,
@@ -381,6 +382,37 @@ Deno.test("a Google token whose aud lists another audience beside the route's is
   });
   assert.equal(await statusOf(taken), 503);
   assert.equal(sendsOf(sender), 1);
+});
+
+Deno.test("a signed unreadable QStash message sent under another message's Upstash-Message-Id, which the token does not sign, leaves that message's letter naming its intent as it was, and is kept under its own bytes' hash; its replay is 401", async () => {
+  const { app, store } = await makeApp({ intents: [AUTHORIZED] });
+  const post = async (body: string, signature: string) =>
+    await app.request("/v1/qstash", {
+      method: "POST",
+      body,
+      headers: {
+        "upstash-signature": signature,
+        "upstash-message-id": "msg_1",
+      },
+    });
+  // QStash's message msg_1, not a job: kept, naming its intent.
+  const first = JSON.stringify({ intentId: "pi_0001", kind: "refund" });
+  assert.equal(await statusOf(await post(first, await signQStash(first))), 489);
+  const letter = "qstash/msg_1/unreadable";
+  assert.equal((await store.getDeadLetter(letter))?.intentId, "pi_0001");
+  // Another signed message, held in transit and sent under msg_1's id.
+  const other = "{";
+  const token = await signQStash(other);
+  assert.equal(await statusOf(await post(other, token)), 489);
+  const kept = await store.getDeadLetter(letter);
+  assert.equal(kept?.intentId, "pi_0001");
+  assert.match(kept?.reason ?? "", /'kind' must be "settle"/);
+  const hashed = `qstash/sha256-${
+    Array.from(sha256(encoder.encode(other)).slice(0, 16), (b) =>
+      b.toString(16).padStart(2, "0")).join("")
+  }/unreadable`;
+  assert.match((await store.getDeadLetter(hashed))?.reason ?? "", /not JSON/);
+  assert.equal(await statusOf(await post(other, token)), 401);
 });
 
 Deno.test("Google's signed numbers and flags must be JSON's: exp, iat or nbf as a string, email_verified as the string 'true' are 401", async () => {
