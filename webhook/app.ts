@@ -3453,11 +3453,21 @@ export function createApp(deps: AppDeps): WebhookApp {
       if (over) throw tooLarge(maxBodyBytes);
       throw error;
     }
-    const { job: rawJob, delivery, gaveUp, messageId: rawMessageId } =
+    const fields =
       (typeof body === "object" && body !== null ? body : {}) as Record<
         string,
         unknown
       >;
+    const { job: rawJob, delivery } = fields;
+    // An optional field sent as null is one left out: a serializer writes
+    // every field a bridge's type has (Jackson's default, Go's pointers
+    // without omitempty, Python's None), and an AMQP message without a
+    // message_id property passes on a null. Refused 400, each of those
+    // deliveries and give-ups stopped at the queue before the policy
+    // decided, and a bridge that takes a 4xx as final dropped it. (A null
+    // 'delivery' on a delivery is a count that cannot be read: see below.)
+    const gaveUp = fields.gaveUp ?? undefined;
+    const rawMessageId = fields.messageId ?? undefined;
     if (over && gaveUp === undefined) throw tooLarge(maxBodyBytes);
     if (rawJob === undefined) {
       throw badInput(
@@ -3485,11 +3495,16 @@ export function createApp(deps: AppDeps): WebhookApp {
         );
       }
       const { deliveries, messageId } = gaveUp as Record<string, unknown>;
-      if (delivery !== undefined || rawMessageId !== undefined) {
+      if (
+        (delivery !== undefined && delivery !== null) ||
+        rawMessageId !== undefined
+      ) {
         throw badInput(
           "deliveries",
           `'${
-            delivery !== undefined ? "delivery" : "messageId"
+            delivery !== undefined && delivery !== null
+              ? "delivery"
+              : "messageId"
           }' and 'gaveUp' cannot both be given: a give-up is ${GAVE_UP_EXAMPLE}.`,
         );
       }

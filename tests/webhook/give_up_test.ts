@@ -731,14 +731,11 @@ Deno.test("POST /v1/deliveries refuses a give-up it cannot read (400), saying wh
         /'gaveUp.messageId' must be your queue's id of the message/,
       ],
       // Not a give-up's object: the bridge's own code sends it so on every
-      // give-up, not a count its queue passed on.
+      // give-up, not a count its queue passed on. (A null is one left out,
+      // a delivery: deliveries_null_fields_test.ts.)
       [
         { job, gaveUp: true },
         /^'gaveUp' must be an object: current value is true\. A give-up is /,
-      ],
-      [
-        { job, gaveUp: null },
-        /^'gaveUp' must be an object: current value is null\./,
       ],
       [
         { job, gaveUp: [7, "m-1"] },

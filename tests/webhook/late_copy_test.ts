@@ -183,7 +183,8 @@ Deno.test("a late QStash copy is known when the failure callback spells the sour
 Deno.test("a bridge's delivery whose messageId is not a queue's id is refused, 400, naming the field and touching nothing", async () => {
   const store = new MemoryStore();
   const { app, clock, sender } = await authorizedApp(store);
-  for (const messageId of ["", 7, null, "a b\u0000", "x".repeat(201)]) {
+  // A null is one left out (deliveries_null_fields_test.ts).
+  for (const messageId of ["", 7, "a b\u0000", "x".repeat(201)]) {
     const res = await app.request(
       "/v1/deliveries",
       generic({ job, delivery: 1, messageId }, clock.now++),
