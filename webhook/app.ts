@@ -1246,7 +1246,7 @@ const DELIVERY_EXAMPLE =
   `{"job":${JOB_EXAMPLE},"delivery":1,"messageId":"m-1"} ('delivery' and 'messageId' are optional)`;
 /** A bridge's give-up on `POST /v1/deliveries`, as its refusals show one. */
 const GAVE_UP_EXAMPLE =
-  `{"job":${JOB_EXAMPLE},"gaveUp":{"deliveries":7,"messageId":"m-1"}} ('deliveries' is optional)`;
+  `{"job":${JOB_EXAMPLE},"gaveUp":{"deliveries":7,"messageId":"m-1"}} ('deliveries' is optional, and 'messageId' where your queue's message has no id)`;
 
 /**
  * `raw` parsed as JSON, or a bad-input refusal saying what it must hold
@@ -3316,6 +3316,22 @@ export function createApp(deps: AppDeps): WebhookApp {
   );
 
   /**
+   * Says in the log (at most once a minute) that a bridge's give-up named
+   * no message: resolved all the same, but nothing tells its repeat from
+   * a give-up of another message of the job, nor a late copy of the
+   * message from a job published since.
+   */
+  const unnamedGiveUpDue = oncePer(REFUSALS_LOG_INTERVAL_MS, now);
+  function bridgeGaveUpUnnamed(job: Job): void {
+    if (!unnamedGiveUpDue()) return;
+    log(
+      `relayer POST /v1/deliveries: a bridge's give-up on ${
+        jobIdOf(job)
+      } names no message (gaveUp.messageId): resolved, but a repeat of it after a redrive is taken for a give-up of the job published since, and a late copy of the message is held off only by the give-up's lease; send your queue's id of the message in the give-up and in each delivery`,
+    );
+  }
+
+  /**
    * The deliveries a queue's give-up counts: the queue's own count where
    * it is an integer >= 1, else the store's ({@linkcode countedSoFar}:
    * under `message` first, if given). The queue has given up on the job
@@ -3508,11 +3524,21 @@ export function createApp(deps: AppDeps): WebhookApp {
           }' and 'gaveUp' cannot both be given: a give-up is ${GAVE_UP_EXAMPLE}.`,
         );
       }
-      const id = bridgeMessageId(
-        messageId,
-        "'gaveUp.messageId'",
-        `A give-up is ${GAVE_UP_EXAMPLE}.`,
-      );
+      // A give-up that names no message (its queue's message had no id:
+      // an AMQP message without a message_id property) is resolved as
+      // QStash's failure callback without its source id is: refused 400,
+      // a bridge that takes a 4xx as final dropped it, or one that retries
+      // it sent it until its DLQ's retention ran out, and the intent was
+      // left with no job and no letter. A repeat of it cannot be told from
+      // a give-up of another message of the job, and is logged so.
+      const id = messageId === undefined || messageId === null
+        ? undefined
+        : bridgeMessageId(
+          messageId,
+          "'gaveUp.messageId'",
+          `A give-up is ${GAVE_UP_EXAMPLE}.`,
+        );
+      if (id === undefined) bridgeGaveUpUnnamed(job);
       // A bridge that let the store count its deliveries has no count of
       // its own: the store's, as for a Pub/Sub dead letter without one.
       // So is one whose count cannot be read (SQS's ApproximateReceiveCount
@@ -3523,14 +3549,14 @@ export function createApp(deps: AppDeps): WebhookApp {
         deliveries,
         deliveries,
         bridgeCountNotRead,
-        bridgeCountKey(jobIdOf(job), id),
+        id === undefined ? undefined : bridgeCountKey(jobIdOf(job), id),
       );
       bridgeGaveUpEarly(job, isCount(deliveries) ? deliveries : undefined);
       return await giveUp(
         "deliveries",
         job,
         counted,
-        { queue: "generic", messageId: id },
+        { queue: "generic", ...(id === undefined ? {} : { messageId: id }) },
         claim,
       );
     }

@@ -8,7 +8,7 @@
  */
 
 import { ScriptedSender, type Store } from "../../mod.ts";
-import { createApp } from "../../webhook/app.ts";
+import { type AppDeps, createApp } from "../../webhook/app.ts";
 import {
   DEAD_LETTER_AUDIENCE,
   deadLetterRequest,
@@ -32,8 +32,14 @@ export const job = { intentId: "pi_0002", kind: "settle" } as const;
 /** Past the give-up's lease: `leaseMs` + `clockSkewMs` (defaults), and a second. */
 export const LATER_MS = 30_000 + 5_000 + 1_000;
 
-/** Puts `pi_0002` authorized on `store`; an app on it whose send is `0xabc`, its receipt pending. */
-export async function authorizedApp(store: Store) {
+/**
+ * Puts `pi_0002` authorized on `store`; an app on it whose send is `0xabc`,
+ * its receipt pending, with `deps` (a `log`) over the test's own.
+ */
+export async function authorizedApp(
+  store: Store,
+  deps: Partial<AppDeps> = {},
+) {
   await store.createIntent({
     id: "pi_0002",
     state: "authorized",
@@ -62,6 +68,7 @@ export async function authorizedApp(store: Store) {
       jwks: g.jwks,
       serviceAccount: PUBSUB.serviceAccount,
     },
+    ...deps,
   });
   return { app, clock, sender, store };
 }

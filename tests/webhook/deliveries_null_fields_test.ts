@@ -106,3 +106,75 @@ Deno.test("POST /v1/deliveries takes a delivery or messageId of null beside gave
   assert.equal(sends(sender), 0);
   assert.equal((await store.getIntent("pi_0002"))?.state, "authorized");
 });
+
+Deno.test("POST /v1/deliveries resolves a bridge's give-up that names no message (gaveUp.messageId null or left out): the intent goes to review, a repeat changes nothing, and the log says once a minute what to send", async () => {
+  for (const gaveUp of [{ deliveries: 3, messageId: null }, {}]) {
+    const what = JSON.stringify(gaveUp);
+    const lines: string[] = [];
+    const { app, clock, sender, store } = await authorizedApp(
+      new MemoryStore(),
+      { log: (line) => lines.push(line) },
+    );
+    // Its message had no id: a delivery sends, the receipt stays pending.
+    const sent = await app.request(
+      "/v1/deliveries",
+      generic({ job, messageId: null }, clock.now++),
+    );
+    assert.equal(sent.status, 503, what);
+    await sent.body?.cancel();
+    assert.equal(sends(sender), 1, what);
+    clock.now += LATER_MS;
+    const answer = {
+      outcome: "poison",
+      job: "pi_0002/settle",
+      // The store's count of the job where the bridge sent none.
+      delivery: "deliveries" in gaveUp ? 3 : 1,
+      reason: `the queue gave up after ${
+        "deliveries" in gaveUp ? "3 deliveries" : "1 delivery"
+      }`,
+      resolution: "last broadcast sent as 0xabc, needs review",
+    };
+    const res = await app.request(
+      "/v1/deliveries",
+      generic({ job, gaveUp }, clock.now),
+    );
+    assert.equal(res.status, 200, `${what}: ${await res.clone().text()}`);
+    assert.deepEqual(await res.json(), answer, what);
+    const intent = await store.getIntent("pi_0002");
+    assert.equal(intent?.state, "needs_review", what);
+    const letter = await store.getDeadLetter("pi_0002/settle");
+    assert.deepEqual(letter?.queue, { queue: "generic" }, what);
+    // Repeated (signed afresh): the first resolution stands.
+    clock.now += 1000;
+    const repeat = await app.request(
+      "/v1/deliveries",
+      generic({ job, gaveUp }, clock.now),
+    );
+    assert.equal(repeat.status, 200, what);
+    // Not known as a repeat (no id): as a give-up of another message, it
+    // finds the intent in review and changes nothing.
+    assert.equal(
+      (await repeat.json()).resolution,
+      "job dropped, intent already needs_review",
+      what,
+    );
+    assert.equal(
+      (await store.getDeadLetter("pi_0002/settle"))?.version,
+      letter?.version,
+      what,
+    );
+    assert.equal(
+      (await store.getIntent("pi_0002"))?.version,
+      intent?.version,
+      what,
+    );
+    assert.equal(sends(sender), 1, what);
+    assert.deepEqual(
+      lines.filter((line) => / names no message /.test(line)),
+      [
+        "relayer POST /v1/deliveries: a bridge's give-up on pi_0002/settle names no message (gaveUp.messageId): resolved, but a repeat of it after a redrive is taken for a give-up of the job published since, and a late copy of the message is held off only by the give-up's lease; send your queue's id of the message in the give-up and in each delivery",
+      ],
+      what,
+    );
+  }
+});

@@ -726,8 +726,10 @@ Deno.test("POST /v1/deliveries refuses a give-up it cannot read (400), saying wh
         { job, messageId: "m-1", gaveUp: { deliveries: 7, messageId: "m-1" } },
         /^'messageId' and 'gaveUp' cannot both be given: a give-up is /,
       ],
+      // A malformed id; one left out is resolved as naming no message
+      // (deliveries_null_fields_test.ts).
       [
-        { job, gaveUp: { deliveries: 7 } },
+        { job, gaveUp: { deliveries: 7, messageId: 7 } },
         /'gaveUp.messageId' must be your queue's id of the message/,
       ],
       // Not a give-up's object: the bridge's own code sends it so on every
