@@ -1448,19 +1448,34 @@ function subscriptionPath(
 
 /**
  * A bridge's id of a message (`gaveUp.messageId`, a delivery's
- * `messageId`), or a 400 naming `field`, and what the body is (`shape`).
+ * `messageId`): a text of 1-200 printable ASCII characters as it is, any
+ * other non-empty text as `sha256-<hex of its UTF-8>`, an empty one (or
+ * none, or null) as left out (`undefined`); anything else a 400 naming `field`, and what the
+ * body is (`shape`). An AMQP message_id is any short string its publisher
+ * chose ("order 42", a letter past ASCII, up to 255 bytes), and Go's string
+ * field without omitempty writes "" for one not set: refused, each such
+ * message's deliveries and give-up stopped at the queue before the policy
+ * decided, while a bridge's tests with other messages passed. The same
+ * text always gives the same hash, so its count, its give-up's marks and
+ * its late copies' guard hold as for any id; a log line shows no control
+ * character of it.
  */
-function bridgeMessageId(raw: unknown, field: string, shape: string): string {
-  const id = idFrom(raw);
-  if (id === undefined) {
-    throw badInput(
-      "deliveries",
-      `${field} must be your queue's id of the message (1-200 printable ASCII characters): current value is ${
-        JSON.stringify(raw) ?? "undefined"
-      }. ${shape}`,
-    );
+function bridgeMessageId(
+  raw: unknown,
+  field: string,
+  shape: string,
+): string | undefined {
+  if (raw === undefined || raw === null || raw === "") return undefined;
+  if (typeof raw === "string") {
+    return idFrom(raw) ??
+      `sha256-${bytesToHex(sha256(new TextEncoder().encode(raw)))}`;
   }
-  return id;
+  throw badInput(
+    "deliveries",
+    `${field} must be your queue's id of the message, a text: current value is ${
+      JSON.stringify(raw) ?? "undefined"
+    }. ${shape}`,
+  );
 }
 
 /**
@@ -3531,13 +3546,11 @@ export function createApp(deps: AppDeps): WebhookApp {
       // it sent it until its DLQ's retention ran out, and the intent was
       // left with no job and no letter. A repeat of it cannot be told from
       // a give-up of another message of the job, and is logged so.
-      const id = messageId === undefined || messageId === null
-        ? undefined
-        : bridgeMessageId(
-          messageId,
-          "'gaveUp.messageId'",
-          `A give-up is ${GAVE_UP_EXAMPLE}.`,
-        );
+      const id = bridgeMessageId(
+        messageId,
+        "'gaveUp.messageId'",
+        `A give-up is ${GAVE_UP_EXAMPLE}.`,
+      );
       if (id === undefined) bridgeGaveUpUnnamed(job);
       // A bridge that let the store count its deliveries has no count of
       // its own: the store's, as for a Pub/Sub dead letter without one.
@@ -3563,7 +3576,7 @@ export function createApp(deps: AppDeps): WebhookApp {
     // The bridge's queue's id of the message, if it sends one: its
     // deliveries then carry the marks its give-up writes, so a late copy
     // of a message given up on sends nothing, as on QStash.
-    const messageId = rawMessageId === undefined ? undefined : bridgeMessageId(
+    const messageId = bridgeMessageId(
       rawMessageId,
       "'messageId'",
       `A delivery is ${DELIVERY_EXAMPLE}.`,

@@ -178,3 +178,80 @@ Deno.test("POST /v1/deliveries resolves a bridge's give-up that names no message
     );
   }
 });
+
+Deno.test("POST /v1/deliveries takes a messageId that is a text of any form as the message's id (a space, a letter past ASCII, past 200 characters: named by its hash), and an empty one as left out: counted, given up and its late copy held off as any, not refused 400", async () => {
+  // An AMQP message_id is any short string, as a publisher set it; Go's
+  // string field without omitempty writes "" for one not set.
+  for (const odd of ["order 42", "zahlung-é-1", "x".repeat(201), "a\nb"]) {
+    const what = JSON.stringify(odd).slice(0, 20);
+    const { app, clock, sender, store } = await authorizedApp(
+      new MemoryStore(),
+    );
+    const first = await app.request(
+      "/v1/deliveries",
+      generic({ job, messageId: odd }, clock.now),
+    );
+    assert.equal(first.status, 503, `${what}: ${await first.clone().text()}`);
+    await first.body?.cancel();
+    assert.equal(sends(sender), 1, what);
+    // Counted under the message, not the job.
+    assert.equal(await store.deliveries("pi_0002/settle"), 0, what);
+    // Signed a second later: the same body, a fresh signature.
+    clock.now += 1000;
+    const second = await app.request(
+      "/v1/deliveries",
+      generic({ job, messageId: odd }, clock.now),
+    );
+    assert.equal((await second.json()).delivery, 2, what);
+    clock.now += LATER_MS;
+    const gaveUp = await app.request(
+      "/v1/deliveries",
+      generic({ job, gaveUp: { messageId: odd } }, clock.now),
+    );
+    assert.equal(gaveUp.status, 200, `${what}: ${await gaveUp.clone().text()}`);
+    assert.deepEqual(await gaveUp.json(), {
+      outcome: "poison",
+      job: "pi_0002/settle",
+      delivery: 2,
+      reason: "the queue gave up after 2 deliveries",
+      resolution: "last broadcast sent as 0xabc, needs review",
+    }, what);
+    // A repeat is known by the id, as the first: answered from its letter.
+    clock.now += 1000;
+    const repeat = await app.request(
+      "/v1/deliveries",
+      generic({ job, gaveUp: { messageId: odd } }, clock.now),
+    );
+    assert.equal(
+      (await repeat.json()).resolution,
+      "last broadcast sent as 0xabc, needs review",
+      what,
+    );
+  }
+  // A late copy of a message given up on, on an authorized intent.
+  const { app, clock, sender } = await authorizedApp(new MemoryStore());
+  const gaveUp = await app.request(
+    "/v1/deliveries",
+    generic({ job, gaveUp: { messageId: "order 42" } }, clock.now),
+  );
+  assert.equal(gaveUp.status, 200);
+  await gaveUp.body?.cancel();
+  clock.now += LATER_MS;
+  const late = await app.request(
+    "/v1/deliveries",
+    generic({ job, delivery: 2, messageId: "order 42" }, clock.now++),
+  );
+  assert.equal(
+    (await late.json()).reason,
+    "the queue gave up on this message before: a late copy, nothing sent",
+  );
+  assert.equal(sends(sender), 0);
+  // Empty: left out, counted by the job id.
+  const empty = await app.request(
+    "/v1/deliveries",
+    generic({ job, messageId: "" }, clock.now++),
+  );
+  assert.equal(empty.status, 503, await empty.clone().text());
+  assert.equal((await empty.json()).delivery, 1);
+  assert.equal(sends(sender), 1);
+});
