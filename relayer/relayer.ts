@@ -512,8 +512,8 @@ export interface GiveUpOptions {
  * ```
  */
 export interface UnreadableMessage {
-  /** The queue: `"pubsub"`, `"qstash"`, `"cloudflare"`, `"local"`. */
-  readonly queue: "pubsub" | "qstash" | "cloudflare" | "local";
+  /** The queue: `"pubsub"`, `"qstash"`, `"cloudflare"`, `"local"`, `"generic"` (a bridge on `POST /v1/deliveries`). */
+  readonly queue: "pubsub" | "qstash" | "cloudflare" | "local" | "generic";
   /** The queue's id of the message; one that is not 1-128 of A-Z a-z 0-9 _ . : - is replaced by a hash of `raw`. */
   readonly id?: unknown;
   /** The message as received, for the hash. */
@@ -535,6 +535,7 @@ const QUEUE_NAMES: Readonly<Record<UnreadableMessage["queue"], string>> = {
   qstash: "QStash",
   cloudflare: "Cloudflare Queues",
   local: "local queue",
+  generic: "bridge",
 };
 
 /**

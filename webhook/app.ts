@@ -1383,7 +1383,7 @@ function letterNamed(jobId: string): "job" | "unreadable" | null {
     return isIntentId(parts[0]) && parts[1] === "settle" ? "job" : null;
   }
   if (parts.length === 3) {
-    return /^(pubsub|qstash|cloudflare|local)$/.test(parts[0]!) &&
+    return /^(pubsub|qstash|cloudflare|local|generic)$/.test(parts[0]!) &&
         isIntentId(parts[1]) && parts[2] === "unreadable"
       ? "unreadable"
       : null;
@@ -3165,14 +3165,18 @@ export function createApp(deps: AppDeps): WebhookApp {
    * is a 503, so the queue redelivers and we try again.
    */
   async function keepUnreadable(
-    queue: "pubsub" | "qstash",
+    queue: "pubsub" | "qstash" | "generic",
     raw: string,
     seen: PushSeen,
     detail: string,
-    done: () => Response,
+    done: (jobId: string) => Response,
     claim?: ReplayClaim,
   ): Promise<Response> {
-    const name = queue === "pubsub" ? "Pub/Sub" : "QStash";
+    const name = queue === "pubsub"
+      ? "Pub/Sub"
+      : queue === "qstash"
+      ? "QStash"
+      : "deliver it again";
     let jobId: string;
     try {
       jobId = await relayer.keepUnreadable({
@@ -3197,14 +3201,18 @@ export function createApp(deps: AppDeps): WebhookApp {
         `${queue.padEnd(7)} unreadable message, and its dead letter failed: ${
           describeError(error)
         }`,
-        `The message is unreadable and could not be kept as a dead letter; ${name} will redeliver it.`,
+        `The message is unreadable and could not be kept as a dead letter; ${
+          queue === "generic" ? name : `${name} will redeliver it`
+        }.`,
         error,
       );
     }
     log(
-      `${queue.padEnd(7)} ${jobId} acked and kept as a dead letter: ${detail}`,
+      `${queue.padEnd(7)} ${jobId} ${
+        queue === "generic" ? "refused" : "acked"
+      } and kept as a dead letter: ${detail}`,
     );
-    return done();
+    return done(jobId);
   }
 
   /**
@@ -3510,7 +3518,38 @@ export function createApp(deps: AppDeps): WebhookApp {
         }.`,
       );
     }
-    const job = jobFrom("deliveries", rawJob);
+    let job: Job;
+    try {
+      job = parseJob(rawJob);
+    } catch (error) {
+      // A job that cannot be read is refused, as no retry can fix it, but
+      // kept first as a dead letter, as every queue's is: it may be its
+      // intent's only job. Refused with nothing kept, a bridge that takes
+      // a 4xx as final dropped it, and its give-up, which carries the same
+      // job, was refused too: the intent was left with no job and no
+      // letter. Named by the job as sent, so each delivery of it, and its
+      // give-up, keep one letter (a bridge's ids may repeat across jobs).
+      const why = (error as Error).message;
+      const intentId = (typeof rawJob === "object" && rawJob !== null
+        ? rawJob as Record<string, unknown>
+        : {}).intentId;
+      return await keepUnreadable(
+        "generic",
+        JSON.stringify(rawJob),
+        { attempt: delivery, job: rawJob },
+        why,
+        (jobId) =>
+          badInput(
+            "deliveries",
+            `${why}. Kept as the dead letter ${jobId}: ${
+              isIntentId(intentId)
+                ? `publish a readable job for intent ${intentId}, then discard the letter`
+                : "it names no intent; discard the letter once you have found its payment"
+            }.`,
+          ).response,
+        claim,
+      );
+    }
     if (gaveUp !== undefined) {
       // A bridge's give-up: its queue stopped delivering the job. Resolved
       // as QStash's failure callback is: poisoned as exhausted, the intent

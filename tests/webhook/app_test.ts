@@ -392,8 +392,8 @@ Deno.test("createApp() accepts a generic signature's v1 in upper-case hex", asyn
   assert.equal((await res.json()).reason, "not authorized yet");
 });
 
-Deno.test("createApp() answers malformed generic input with a 400 problem, touching nothing", async () => {
-  const { app, writes } = await makeApp({ intents: [created] });
+Deno.test("createApp() answers malformed generic input with a 400 problem, touching nothing but the dead letter of a job that cannot be read", async () => {
+  const { app, writes, store } = await makeApp({ intents: [created] });
   const bodies = [
     "not json",
     "",
@@ -412,7 +412,15 @@ Deno.test("createApp() answers malformed generic input with a 400 problem, touch
     assert.equal(p.type, "urn:relayer:problem:bad-job");
     assert.doesNotMatch(p.detail, /\n\s+at /);
   }
-  assert.equal(writes(), 0);
+  // The three bodies with a job, each kept as a letter of its own (it may
+  // be its intent's only job: deliveries_unreadable_job_test.ts).
+  assert.equal(writes(), 3);
+  const { items } = await store.listDeadLetters({ limit: 10 });
+  assert.deepEqual(
+    items.map((letter) => letter.intentId).sort(),
+    ["", "", "pi_0001"],
+  );
+  assert.equal((await store.getIntent("pi_0001"))?.state, "created");
 });
 
 Deno.test("createApp() refuses a body over the limit with 413, touching nothing", async () => {

@@ -150,8 +150,9 @@ async function fuzz(
     headers: Headers,
   ) => Promise<void>,
   /**
-   * For Pub/Sub and QStash: whether an authenticated body is unreadable,
-   * and so answered `status` (Pub/Sub's 204, QStash's 489) with exactly
+   * For Pub/Sub, QStash and the generic route: whether an authenticated
+   * body is unreadable, and so answered `status` (Pub/Sub's 204, QStash's
+   * 489, the generic route's 400) with exactly
    * one write, its dead letter `<queue>/…/unreadable`.
    */
   unreadable?: {
@@ -307,6 +308,35 @@ Deno.test(
         if (value === undefined) headers.delete("x-signature");
         else headers.set("x-signature", value);
         return Promise.resolve();
+      },
+      {
+        // A signed body whose job is there and cannot be read: refused 400,
+        // kept first as a dead letter (it may be its intent's only job).
+        status: 400,
+        queue: "generic",
+        is: (text) => {
+          const bytes = new TextEncoder().encode(text).length;
+          // Over the limit and a give-up's room: refused by its length.
+          if (bytes > 65_536 + 1024) return false;
+          let body: unknown;
+          try {
+            body = JSON.parse(text.replace(/^\uFEFF/, ""));
+          } catch {
+            return false;
+          }
+          if (typeof body !== "object" || body === null) return false;
+          const { job, gaveUp } = body as Record<string, unknown>;
+          if (bytes > 65_536 && (gaveUp ?? undefined) === undefined) {
+            return false;
+          }
+          if (job === undefined) return false;
+          try {
+            parseJob(job);
+            return false;
+          } catch {
+            return true;
+          }
+        },
       },
     );
     assertReached(result, [200, 400, 401, 413, 503]);

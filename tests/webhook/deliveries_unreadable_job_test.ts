@@ -1,0 +1,102 @@
+/**
+ * A bridge's signed delivery on `POST /v1/deliveries` whose job cannot be
+ * read (a publisher's `"kind":"Settle"`, a job without its intent id) is
+ * refused 400, as no retry can fix it, and kept first as a dead letter
+ * `generic/sha256-…/unreadable`, as QStash's, Pub/Sub's, Cloudflare's and
+ * the local queue's are: it may be its intent's only job. Refused with
+ * nothing kept, a bridge that takes a 4xx as final dropped it, and its
+ * give-up, which carries the same job, was refused too: the intent was
+ * left with no job and no dead letter, the case a bridge's tests with
+ * readable jobs never show.
+ *
+ * @module
+ */
+
+import assert from "node:assert/strict";
+import { MemoryStore } from "../../mod.ts";
+import { genericRequest, makeApp, OPS } from "./_app.ts";
+
+const typo = { intentId: "pi_0001", kind: "Settle" };
+
+Deno.test("POST /v1/deliveries keeps a signed delivery whose job cannot be read as a dead letter naming its intent, then refuses it 400; its give-up keeps the same letter", async () => {
+  const lines: string[] = [];
+  const { app, store } = await makeApp({
+    intents: [{ id: "pi_0001", state: "authorized", hold: "pending" }],
+    deps: { log: (line) => lines.push(line) },
+  });
+  const res = await app.request(
+    "/v1/deliveries",
+    await genericRequest(
+      JSON.stringify({ job: typo, delivery: 1, messageId: "m-1" }),
+    ),
+  );
+  assert.equal(res.status, 400);
+  const { detail } = await res.json();
+  assert.match(
+    detail,
+    /^Cannot read job as 'kind' must be "settle": current value is "Settle"\. Kept as the dead letter generic\/sha256-[0-9a-f]{32}\/unreadable: publish a readable job for intent pi_0001, then discard the letter\.$/,
+  );
+  const letters = (await store.listDeadLetters({ limit: 10 })).items;
+  assert.equal(letters.length, 1);
+  const [letter] = letters;
+  assert.match(letter!.jobId, /^generic\/sha256-[0-9a-f]{32}\/unreadable$/);
+  assert.equal(letter!.intentId, "pi_0001");
+  assert.equal(letter!.deliveries, 1);
+  assert.equal(letter!.cause, "declared");
+  assert.match(
+    letter!.reason,
+    /^unreadable bridge message: Cannot read job as 'kind'/,
+  );
+  assert.ok(
+    lines.includes(
+      `generic ${
+        letter!.jobId
+      } refused and kept as a dead letter: Cannot read job as 'kind' must be "settle": current value is "Settle"`,
+    ),
+    lines.join("\n"),
+  );
+  // The bridge's queue gives up on it: the same job, the same letter.
+  const gaveUp = await app.request(
+    "/v1/deliveries",
+    await genericRequest(
+      JSON.stringify({ job: typo, gaveUp: { messageId: "m-1" } }),
+    ),
+  );
+  assert.equal(gaveUp.status, 400);
+  await gaveUp.body?.cancel();
+  const after = (await store.listDeadLetters({ limit: 10 })).items;
+  assert.deepEqual(after.map((kept) => kept.jobId), [letter!.jobId]);
+  // The intent is untouched; the operator discards the letter by its name
+  // once a readable job moved the intent (refused, 409, before).
+  assert.equal((await store.getIntent("pi_0001"))?.state, "authorized");
+  const [, name] = letter!.jobId.split("/");
+  const refused = await app.request(
+    `/v1/dead-letters/generic/${name}/unreadable`,
+    { method: "DELETE", headers: { authorization: `Bearer ${OPS}` } },
+  );
+  assert.equal(refused.status, 409, await refused.clone().text());
+  await refused.body?.cancel();
+});
+
+Deno.test("POST /v1/deliveries answers 503 for a delivery whose job cannot be read and whose letter cannot be kept, so the bridge delivers it again", async () => {
+  const memory = new MemoryStore();
+  const { app } = await makeApp({
+    deps: {
+      store: new Proxy(memory, {
+        get: (target, key) =>
+          key === "putDeadLetter"
+            ? () => Promise.reject(new Error("store down"))
+            : Reflect.get(target, key, target),
+      }),
+    },
+  });
+  const res = await app.request(
+    "/v1/deliveries",
+    await genericRequest(JSON.stringify({ job: typo })),
+  );
+  assert.equal(res.status, 503);
+  assert.match(
+    (await res.json()).detail,
+    /could not be kept as a dead letter; deliver it again/,
+  );
+});
