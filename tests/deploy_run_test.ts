@@ -4,24 +4,31 @@
  * `export default { fetch }` served only where the runtime serves it
  * (`DENO_AUTO_SERVE`, as `deno serve` does), and no file-system
  * permission: a start that reads or writes a file fails here.
+ *
+ * `main.ts` runs on the Deno that runs this file, or on the one named by
+ * {@linkcode MAIN_DENO} in this run's environment: `deno task deploy-check`
+ * names Deno 2.5.0, the version Deploy's Runtime page names.
  */
 import assert from "node:assert/strict";
 import { baseEnv, healthy, listeningOn } from "./_main_process.ts";
 import { timeout } from "./_timeout.ts";
 import { signGeneric } from "../tools/_sign.ts";
 import { signer } from "../examples/signer_stub.ts";
+import { MAIN_DENO } from "../tools/deploy_check.ts";
 
 const MAIN = new URL("../main.ts", import.meta.url).pathname;
 const ROOT = new URL("../", import.meta.url).pathname;
 const SECRET = "deploy-secret-0123456789abcdef";
 const OPS = "deploy-ops-token-0123456789";
+/** The Deno that runs main.ts: deploy-check's, or this one. */
+const DENO = Deno.env.get(MAIN_DENO) || Deno.execPath();
 
 /** `deno run` of main.ts with network (`net`) and environment only. */
 function run(
   env: Record<string, string>,
   net = "--allow-net",
 ): Deno.ChildProcess {
-  return new Deno.Command(Deno.execPath(), {
+  return new Deno.Command(DENO, {
     args: ["run", net, "--allow-env", "--unstable-kv", MAIN],
     cwd: ROOT,
     clearEnv: true,

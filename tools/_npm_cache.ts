@@ -327,8 +327,14 @@ export interface CachedBinary {
   readonly runtime: string;
   /** The pinned version (`"24.22.3"`). */
   readonly pin: string;
-  /** What `--version` must print, exactly (`"v24.22.3"`, `"1.4.5"`). */
+  /** What `--version` must print, exactly (`"v24.22.3"`, `"1.4.5"`); its first line only with `firstLine`. */
   readonly expected: string;
+  /**
+   * Whether only the first line of `--version` is held to `expected`
+   * (Deno prints its V8's and TypeScript's versions on the next two).
+   * @default false
+   */
+  readonly firstLine?: boolean;
   /** The binary. */
   readonly command: string;
   /** Its package's folder of the cache, which messages ask to delete. */
@@ -341,12 +347,13 @@ export interface CachedBinary {
 
 /**
  * Checks that a runtime installed into the cache starts here and is the
- * pinned version: its `--version` must exit 0 and print `expected`. The
+ * pinned version: its `--version` must exit 0 and print `expected` (as its
+ * first line, with `firstLine`). The
  * cache is keyed by the pin, so another version there means a folder
  * written by hand or half replaced.
  *
  * @param binary The runtime, its pin and where it is.
- * @returns What `--version` printed (`expected`).
+ * @returns What `--version` printed (`expected`: its first line, with `firstLine`).
  * @throws {CheckError} If the binary is missing, does not start (with its
  * error line), or answers another version.
  */
@@ -365,7 +372,7 @@ export async function cachedVersion(binary: CachedBinary): Promise<string> {
       }): run ${binary.ifNotStarting}, or delete ${cache} and run again if it is incomplete`,
     );
   }
-  const version = out.trim();
+  const version = binary.firstLine ? firstLine(out) : out.trim();
   if (version !== binary.expected) {
     throw new CheckError(
       `the cached ${runtime} in ${cache} answers ${

@@ -6,6 +6,7 @@
  */
 import assert from "node:assert/strict";
 import { BUN_VERSION } from "../../tools/bun_check.ts";
+import { DEPLOY_DENO_VERSION } from "../../tools/deploy_check.ts";
 import { MINIFLARE_VERSION } from "../../tools/worker_check.ts";
 import { WRANGLER_VERSION } from "../../tools/wrangler_check.ts";
 import {
@@ -47,6 +48,8 @@ async function pins(): Promise<string[]> {
     `typescript@${BUN_INIT_TYPESCRIPT_VERSION}`,
     kv,
     autocannon,
+    // deploy-check's Deno, npm's binary for the one platform it runs on.
+    `@deno/linux-x64-glibc@${DEPLOY_DENO_VERSION}`,
     // node-check's Nodes: each pin's binary, on each platform npm has it for.
     ...PINNED_NODES.flatMap((pin) =>
       pin.platforms.map((platform) => `node-${platform}@${pin.version}`)
