@@ -355,3 +355,82 @@ export async function workerTsc(
     await Deno.remove(dir, { recursive: true });
   }
 }
+
+/** A Node project's compile of the package, as docs/api.md#from-node gives it. */
+export interface NodeProject {
+  /**
+   * The package's entry points a Node project imports and the section's
+   * two services, under the options the section says they compile under
+   * (`compilerOptions`, each set, beside the package's strict ones).
+   */
+  readonly lane: TscLane;
+  /** The options the section says they do not compile under, in its order. */
+  readonly notUnder: readonly string[];
+}
+
+/**
+ * docs/api.md#from-node read as a `tsc` run: its two `ts` blocks (the
+ * services) and the options of its sentence "they compile under `strict`
+ * with `…`, … but not under `…`, … (": those they compile under, set, and
+ * those they do not.
+ *
+ * @returns The lane to give {@linkcode workerTsc}, and the options left off.
+ * @throws {CheckError} If the section has not two `ts` blocks, or not that
+ * sentence, or the sentence names fewer than 8 options they compile under
+ * or none they do not.
+ */
+export async function nodeProject(): Promise<NodeProject> {
+  const api = await Deno.readTextFile(`${ROOT}docs/api.md`);
+  const start = api.indexOf("\n## From Node\n");
+  const section = api.slice(start, api.indexOf("\n## ", start + 1));
+  const blocks = [...section.matchAll(/```ts[^\n]*\n([\s\S]*?)```/g)];
+  if (start === -1 || blocks.length !== 2) {
+    throw new CheckError(
+      `docs/api.md's "## From Node" has ${
+        start === -1 ? "no section" : `${blocks.length} ts blocks`
+      }, not the two services the Node type check compiles: mend the section or the check`,
+    );
+  }
+  const claim = /they compile under ([\s\S]*?), but not under ([\s\S]*?)[(:]/
+    .exec(section);
+  const options = (text: string) =>
+    [...text.matchAll(/`(\w+)`/g)].map((m) => m[1]!);
+  const under = claim ? options(claim[1]!) : [];
+  const notUnder = claim ? options(claim[2]!) : [];
+  if (under.length < 8 || notUnder.length === 0) {
+    throw new CheckError(
+      `docs/api.md's "## From Node" does not say which options the sources compile under and which not ("they compile under \`strict\` with \`…\`, … but not under \`…\` ("): say it there, as the Node type check reads it`,
+    );
+  }
+  return {
+    lane: {
+      nodeProject: true,
+      // @types/node 20's declarations and the DOM's lib declare some
+      // globals twice; Node projects skip them, as the section's do.
+      skipLibCheck: true,
+      files: [
+        "mod.ts",
+        "webhook/app.ts",
+        "store/kv.ts",
+        "store/postgres.ts",
+        "store/postgres_socket.ts",
+        "testing/store_contract.ts",
+        "kv_app.ts",
+        "postgres_service.ts",
+      ],
+      extra: {
+        "kv_app.ts": blocks[0]![1]!,
+        "postgres_service.ts": blocks[1]![1]!,
+      },
+      // Those the section says they compile under, beside the package's
+      // own (deno.json's strict ones).
+      compilerOptions: Object.fromEntries(under.map((name) => [name, true])),
+      // @hono/node-server and @deno/kv, which the services import.
+      npmFrom: [
+        "tests/node/webhook_node_entry.ts",
+        "tests/node/kv_contract_node.ts",
+      ],
+    },
+    notUnder,
+  };
+}
