@@ -1,0 +1,110 @@
+/**
+ * Proves the other half of docs/api.md#from-node's sentence on compiler
+ * options: the package's sources and the section's two services, which
+ * `tests/node/node_types_test.ts` compiles under the options the sentence
+ * says they compile under, do not compile under those it says they do not
+ * ("but not under `…`"). One `tsc` run (pinned, `tools/_worker_tsc.ts`),
+ * as a Node project compiles them, with every such option set beside the
+ * others: each option's own error must be there, in the package's own
+ * files (each has a code no other option gives, {@linkcode OPTION_ERRORS}),
+ * and no other error may be, there or in the services.
+ *
+ * `deno task tsc-options-check`; exits non-zero if anything fails.
+ *
+ * @module
+ */
+
+// deno-lint-ignore-file no-console
+import { runMain } from "./_check.ts";
+import { installTsc, nodeProject, workerTsc } from "./_worker_tsc.ts";
+
+/**
+ * The error each option the sentence may name gives `tsc`, and only it:
+ * the code that shows the sources fail under that option.
+ */
+export const OPTION_ERRORS: Readonly<Record<string, string>> = {
+  // "Property 'x' comes from an index signature, so it must be accessed with ['x']."
+  noPropertyAccessFromIndexSignature: "TS4111",
+  // "Not all code paths return a value."
+  noImplicitReturns: "TS7030",
+  // "This syntax is not allowed when 'erasableSyntaxOnly' is enabled."
+  erasableSyntaxOnly: "TS1294",
+};
+
+/**
+ * The check: the sentence's options read, one `tsc` run with all of them,
+ * each one's error found and no other.
+ *
+ * @returns The exit code: 0 if the sentence holds.
+ * @throws {CheckError} If TypeScript cannot be installed or run, or the
+ * section does not say which options.
+ */
+async function tscOptionsCheck(): Promise<number> {
+  const { lane, notUnder } = await nodeProject();
+  const unknown = notUnder.filter((option) => !(option in OPTION_ERRORS));
+  if (unknown.length > 0) {
+    console.log(
+      `tsc-options-check: FAIL docs/api.md#from-node says the sources do not compile under ${
+        unknown.join(", ")
+      }, whose error this check does not know: add it to OPTION_ERRORS (tools/tsc_options_check.ts)`,
+    );
+    return 1;
+  }
+  const install = await installTsc();
+  const errors = await workerTsc(install, {
+    ...lane,
+    compilerOptions: {
+      ...lane.compilerOptions,
+      ...Object.fromEntries(notUnder.map((option) => [option, true])),
+    },
+  });
+  // The claim is the package's: an option only the docs' services (the
+  // lane's extra files, an adopter's own code) fail under does not count.
+  const extra = Object.keys(lane.extra ?? {});
+  const own = errors.filter((error) =>
+    !extra.some((name) => error.startsWith(`${name}(`))
+  );
+  const byCode = Map.groupBy(
+    own,
+    (error) => /error (TS\d+)/.exec(error)?.[1] ?? "",
+  );
+  let ok = true;
+  for (const option of notUnder) {
+    const code = OPTION_ERRORS[option]!;
+    const found = byCode.get(code) ?? [];
+    if (found.length === 0) {
+      ok = false;
+      console.log(
+        `tsc-options-check: FAIL the package's sources compile under ${option} (no ${code} in them), where docs/api.md#from-node says they do not: move it to the options they compile under`,
+      );
+    } else {
+      console.log(
+        `  ${option}: ${found.length} × ${code} in the package's sources, e.g. ${
+          found[0]!.split("\n")[0]
+        }`,
+      );
+    }
+  }
+  const expected = new Set(notUnder.map((option) => OPTION_ERRORS[option]));
+  const other = errors.filter((error) =>
+    !expected.has(/error (TS\d+)/.exec(error)?.[1])
+  );
+  if (other.length > 0) {
+    ok = false;
+    console.log(
+      `tsc-options-check: FAIL ${other.length} error(s) no option of the sentence gives, so the sources fail for another reason too (tests/node/node_types_test.ts shows it alone):\n${
+        other.join("\n")
+      }`,
+    );
+  }
+  if (ok) {
+    console.log(
+      `tsc-options-check: as docs/api.md#from-node says, the sources do not compile under ${
+        notUnder.join(", ")
+      }: each gives its own error and nothing else fails`,
+    );
+  }
+  return ok ? 0 : 1;
+}
+
+if (import.meta.main) await runMain("tsc-options-check", tscOptionsCheck);
