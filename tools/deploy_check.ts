@@ -7,8 +7,12 @@
  * with `DENO_AUTO_SERVE`, network and environment only). The tests
  * themselves run on this Deno: Deno 2.5.0 refuses `deno.json`'s
  * `test.sanitizeOps` (`unknown field`), which only `deno test` reads.
- * Before it runs, docs/routes.md and docs/reliability.md must name the
- * pinned version where they cite that test, so the docs say what runs.
+ * Then `Deno.openKv(url)` of a KV Connect database on it, as docs/routes.md
+ * says it goes (resolved before any request, only the metadata endpoint
+ * asked after, a refusal there not rejecting it: nothing of the data is
+ * read, which is why the service reads once before it serves). Before it
+ * runs, docs/routes.md and docs/reliability.md must name the pinned
+ * version where they cite that test, so the docs say what runs.
  *
  * npm publishes that binary for Linux on x86-64 (glibc) alone; elsewhere
  * the check says so in one line and skips, and under `CI=true` it fails.
@@ -21,6 +25,7 @@
 // deno-lint-ignore-file no-console
 import { CheckError, ROOT, runMain } from "./_check.ts";
 import { cachedVersion, npmInstall, run } from "./_npm_cache.ts";
+import type { KvConnectOpening } from "./_kv_connect_probe.ts";
 
 /** The Deno that Deno Deploy's Runtime page names, which the docs name too. */
 export const DEPLOY_DENO_VERSION = "2.5.0";
@@ -120,7 +125,56 @@ async function deployCheck(): Promise<number> {
   console.log(
     `deploy-check: ${TEST} passed with main.ts on Deno ${version}: without DENO_AUTO_SERVE it exits 1 saying how to serve it, an --allow-net that leaves out its address is refused in one line, and served so it answers a signed delivery end to end`,
   );
+  const opening = await kvConnectOpening(deno, version);
+  if (opening !== undefined) {
+    console.log(`deploy-check: FAIL ${opening}`);
+    return 1;
+  }
+  console.log(
+    `deploy-check: Deno.openKv() of a KV Connect database on Deno ${version} resolved before any request, then asked only the metadata endpoint, and stayed open though it refused: it reads no data, so the service's first read is what finds such a database`,
+  );
   return wrong.length === 0 ? 0 : 1;
+}
+
+/**
+ * What docs/routes.md says of `Deno.openKv(url)` on Deno 2.5 (the reason
+ * the service reads a KV Connect database once before it serves): it
+ * resolves before any request, asks only the metadata endpoint after, and
+ * a refusal there does not reject it; `tools/_kv_connect_probe.ts` run on
+ * `deno`.
+ *
+ * @returns What differs, on one line; `undefined` when it holds.
+ */
+async function kvConnectOpening(
+  deno: string,
+  version: string,
+): Promise<string | undefined> {
+  const label = `tools/_kv_connect_probe.ts on Deno ${version}`;
+  const probed = await run(deno, [
+    "run",
+    "--no-config",
+    "--unstable-kv",
+    "--allow-net=127.0.0.1",
+    "--allow-env=DENO_KV_ACCESS_TOKEN",
+    "tools/_kv_connect_probe.ts",
+  ], {
+    cwd: ROOT,
+    env: { DENO_KV_ACCESS_TOKEN: "deploy-check-kv-token-0123456789" },
+    label,
+  });
+  const line = probed.out.split("\n").find((text) => text.startsWith("{"));
+  if (probed.code !== 0 || line === undefined) {
+    return `${label} exited ${probed.code} with no answer: ${probed.out.trim()}`;
+  }
+  const said = JSON.parse(line) as KvConnectOpening;
+  const others = said.requests.filter((request) =>
+    !/^POST \/kv \{"supportedVersions":/.test(request)
+  );
+  if (said.deno !== version) return `${label} ran on Deno ${said.deno}`;
+  if (said.opened !== "resolved" || said.atOpen !== 0 || others.length > 0) {
+    return `${label}: ${line}, where docs/routes.md says the opening resolves before any request, then asks only the metadata endpoint, and a refusal there does not reject it: say there what Deno ${version} does`;
+  }
+  return undefined;
 }
 
 if (import.meta.main) await runMain("deploy-check", deployCheck);
