@@ -7,7 +7,7 @@
 import { definePolicy, type Policy } from "./policy.ts";
 import { queueLimit, type QueueLimits } from "./queue.ts";
 import { rescueWindow } from "./rescue_window.ts";
-import { retentionShort } from "./_retention.ts";
+import { DEFAULT_QUEUE_CLOCK_SKEW_MS, retentionShort } from "./_retention.ts";
 import { qstashCallbackShort } from "./_qstash_callback.ts";
 
 /**
@@ -30,7 +30,8 @@ export interface QueueCheck {
    * or (QStash) its retries of a failure callback may all come while the
    * give-up is answered busy behind another's lease;
    * `"window_short"`: the window under the queue's own delays is shorter
-   * than `stuckAfterMs`; `null`: neither.
+   * than `stuckAfterMs` and the queue's `clockSkewMs` together; `null`:
+   * neither.
    */
   readonly problem: "stops_early" | "window_short" | null;
   /** The deliveries the queue makes before it gives up (`Infinity`: no limit). */
@@ -46,13 +47,13 @@ export interface QueueCheck {
  * before `maxDeliveries` (its give-up route would then resolve a job the
  * policy still meant to retry), and that the rescue window it guarantees
  * under its own delays outlasts `stuckAfterMs` (or a settling payment is
- * poisoned before it is rescued). The window is compared with
- * `stuckAfterMs` alone, where the service's start and
- * `deno task schedule --queue` count the clock skew too (`CLOCK_SKEW`,
- * 5 s unless set: an instance whose clock runs behind reads a payment as
- * stuck that much later): for their verdict, pass the policy with
- * `stuckAfterMs` raised by the skew, as the service does (see the
- * example). The service refuses to start on a problem.
+ * poisoned before it is rescued). The window must outlast `stuckAfterMs`
+ * and the queue's `clockSkewMs` together (5000 when absent, the relayer's
+ * default: an instance whose clock runs behind reads a payment as stuck
+ * that much later), as the service's start and `deno task schedule
+ * --queue` count them (`STUCK_AFTER` and `CLOCK_SKEW`): the same settings
+ * get the same verdict. Pass `clockSkewMs: 0` for one clock. The service
+ * refuses to start on a problem.
  *
  * On Pub/Sub with a `retentionMs` whose end may come before a dead-letter
  * policy gives up (none is set, or its last attempt's push may not end
@@ -77,7 +78,8 @@ export interface QueueCheck {
  * 2 deliveries and QStash's 1 retry, with the default lease).
  *
  * @param policy The policy.
- * @param queue The queue's limits.
+ * @param queue The queue's limits, with the clock skew to count
+ * (`clockSkewMs`, 5000 when absent).
  * @returns The problem, if any, with the figures behind it.
  * @throws {RangeError} If a queue limit is out of its range, or a number
  * in the policy is (as {@linkcode definePolicy} checks it).
@@ -99,12 +101,13 @@ export interface QueueCheck {
  * import { checkQueue, definePolicy } from "@relayer/poison";
  * import assert from "node:assert/strict";
  *
- * // A window of 317.5 s outlasts 315 s, but not 315 s and 5 s of skew.
+ * // A window of 317.5 s outlasts 315 s, but not 315 s and the default
+ * // 5 s of clock skew: the service refuses to start with STUCK_AFTER=315s.
  * const policy = definePolicy({ stuckAfterMs: 315_000 });
  * const qstash = { kind: "qstash", retries: 9 } as const;
- * assert.equal(checkQueue(policy, qstash).problem, null);
- * const skewed = { ...policy, stuckAfterMs: policy.stuckAfterMs + 5000 };
- * assert.equal(checkQueue(skewed, qstash).problem, "window_short");
+ * assert.equal(checkQueue(policy, qstash).problem, "window_short");
+ * // With CLOCK_SKEW=2500ms (or one clock, 0), it outlasts them.
+ * assert.equal(checkQueue(policy, { ...qstash, clockSkewMs: 2500 }).problem, null);
  * ```
  *
  * @example QStash's failure callback must outlast a busy give-up
@@ -147,7 +150,8 @@ export function checkQueue(policy: Policy, queue: QueueLimits): QueueCheck {
         retentionShort(queue, policy.maxDeliveries)) ||
       (queue.kind === "qstash" && qstashCallbackShort(queue))
     ? "stops_early"
-    : windowMs < policy.stuckAfterMs
+    : windowMs <
+        policy.stuckAfterMs + (queue.clockSkewMs ?? DEFAULT_QUEUE_CLOCK_SKEW_MS)
     ? "window_short"
     : null;
   return { problem, limit, deliveries, windowMs };

@@ -68,8 +68,9 @@ export type QueueLimits =
     /**
      * How far apart the instances' clocks may be, in milliseconds (the
      * relayer's `clockSkewMs`, the service's `CLOCK_SKEW`): a busy
-     * give-up waits `leaseMs` + 2 × `clockSkewMs` at most. Absent, 5000
-     * (the relayer's default).
+     * give-up waits `leaseMs` + 2 × `clockSkewMs` at most, and
+     * `checkQueue` wants the rescue window to outlast `stuckAfterMs` and
+     * it together. Absent, 5000 (the relayer's default).
      */
     readonly clockSkewMs?: number;
   }
@@ -107,9 +108,10 @@ export type QueueLimits =
     readonly leaseMs?: number;
     /**
      * How far apart the instances' clocks may be, in milliseconds (the
-     * relayer's `clockSkewMs`, the service's `CLOCK_SKEW`): a busy
-     * delivery's wait is `leaseMs` + 2 × `clockSkewMs` at most. Read only
-     * with `retentionMs`; absent, 5000 (the relayer's default).
+     * relayer's `clockSkewMs`, the service's `CLOCK_SKEW`): `checkQueue`
+     * wants the rescue window to outlast `stuckAfterMs` and it together,
+     * and, with `retentionMs`, counts a busy delivery's wait as `leaseMs` +
+     * 2 × `clockSkewMs` at most. Absent, 5000 (the relayer's default).
      */
     readonly clockSkewMs?: number;
   }
@@ -118,10 +120,24 @@ export type QueueLimits =
     readonly kind: "cloudflare";
     /** The consumer's `max_retries` (0–100; Cloudflare's default is 3). */
     readonly maxRetries: number;
+    /**
+     * How far apart the instances' clocks may be, in milliseconds (the
+     * relayer's `clockSkewMs`, the service's `CLOCK_SKEW`): `checkQueue`
+     * wants the rescue window to outlast `stuckAfterMs` and it together.
+     * Absent, 5000 (the relayer's default).
+     */
+    readonly clockSkewMs?: number;
   }
   | {
     /** The local Deno KV queue: we re-enqueue, so our delays, no limit. */
     readonly kind: "kv";
+    /**
+     * How far apart the instances' clocks may be, in milliseconds (the
+     * relayer's `clockSkewMs`, the service's `CLOCK_SKEW`): `checkQueue`
+     * wants the rescue window to outlast `stuckAfterMs` and it together.
+     * Absent, 5000 (the relayer's default).
+     */
+    readonly clockSkewMs?: number;
   };
 
 /** QStash honours `Retry-After` up to 1 day. */
@@ -168,8 +184,15 @@ function assertQueue(queue: QueueLimits): void {
       }
       return;
     case "cloudflare":
-      return assertCount("maxRetries", queue.maxRetries, 0, 100);
+      assertCount("maxRetries", queue.maxRetries, 0, 100);
+      if (queue.clockSkewMs !== undefined) {
+        assertMs("read queue limits", "clockSkewMs", queue.clockSkewMs, 0);
+      }
+      return;
     case "kv":
+      if (queue.clockSkewMs !== undefined) {
+        assertMs("read queue limits", "clockSkewMs", queue.clockSkewMs, 0);
+      }
       return;
     case "pubsub": {
       if (queue.maxDeliveryAttempts !== undefined) {

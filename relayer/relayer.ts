@@ -181,7 +181,7 @@ export interface RelayerOptions {
    * The retry policy, or the fields that differ from `DEFAULT_POLICY`.
    * Any valid policy is taken: its rescue window is not checked against
    * `stuckAfterMs` here. The service's start checks it; a service of one's
-   * own does with `checkQueue`, the clock skew added to `stuckAfterMs`.
+   * own does with `checkQueue`, given its queue and this `clockSkewMs`.
    *
    * @default {DEFAULT_POLICY}
    */

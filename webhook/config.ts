@@ -249,14 +249,17 @@ export interface Config {
    * The queues' own limits and delays (`QSTASH_RETRIES`, `PUBSUB_*`,
    * `CLOUDFLARE_MAX_RETRIES`), checked against the policy for every
    * configured queue. `cloudflare` is present when `CLOUDFLARE_MAX_RETRIES`
-   * is set. `qstash` carries `leaseMs` and `clockSkewMs` (`LEASE` and
-   * `CLOCK_SKEW`), which its failure callback's retries must outlast. With
-   * `PUBSUB_MESSAGE_RETENTION`, `pubsub` also carries what the retention
-   * is checked against (`ackDeadlineMs`, `leaseMs` and `clockSkewMs`), so
-   * `checkQueue(policy, config.queues.qstash)` and `checkQueue(policy,
-   * config.queues.pubsub)` give the start check's verdicts. (Unset, the
-   * start check counts Pub/Sub's default retention, 7 days, where there is
-   * no dead-letter policy; `pubsub` carries none.)
+   * is set. Each carries `clockSkewMs` (`CLOCK_SKEW`), which the rescue
+   * window must outlast with `STUCK_AFTER`; `qstash` also carries
+   * `leaseMs` (`LEASE`), which its failure callback's retries must outlast
+   * with twice the skew. With `PUBSUB_MESSAGE_RETENTION`, `pubsub` also
+   * carries what the retention is checked against (`ackDeadlineMs` and
+   * `leaseMs`), so `checkQueue(config.policy, config.queues.qstash)`,
+   * `checkQueue(config.policy, config.queues.pubsub)` and, with
+   * `cloudflare`, `checkQueue(config.policy, config.queues.cloudflare)`
+   * give the start check's verdicts. (Unset, the start check counts
+   * Pub/Sub's default retention, 7 days, where there is no dead-letter
+   * policy; `pubsub` carries none.)
    */
   readonly queues: {
     readonly qstash: Extract<QueueLimits, { kind: "qstash" }>;
@@ -2108,12 +2111,15 @@ function readQueues(
           ackDeadlineMs: serviceAckDeadlineMs(senderTimeoutMs),
           // A busy last delivery's wait, which the retention must outlast.
           leaseMs,
-          clockSkewMs,
         }
         : {}),
+      // The rescue window must outlast STUCK_AFTER and it together.
+      clockSkewMs,
     },
     ...(maxRetries !== undefined
-      ? { cloudflare: { kind: "cloudflare" as const, maxRetries } }
+      ? {
+        cloudflare: { kind: "cloudflare" as const, maxRetries, clockSkewMs },
+      }
       : {}),
   };
 }
@@ -2335,11 +2341,11 @@ function checkQueues(
     pubsubMinBackoffSet: boolean;
   },
 ): void {
-  // Checked against STUCK_AFTER and CLOCK_SKEW together (see loadConfig).
-  const policy = {
-    ...given,
-    stuckAfterMs: rescueNeedMs(given.stuckAfterMs, clockSkewMs),
-  };
+  // Checked against STUCK_AFTER and CLOCK_SKEW together (see loadConfig):
+  // checkQueue counts the clock skew each queue carries (readQueues gave
+  // each CLOCK_SKEW), so the library's verdict is the service's.
+  const policy = given;
+  const windowNeedMs = rescueNeedMs(given.stuckAfterMs, clockSkewMs);
   const max = policy.maxDeliveries;
   const stuck = stuckAndSkew(given.stuckAfterMs, clockSkewMs);
   if (configured.qstash) {
@@ -2522,11 +2528,8 @@ function checkQueues(
     if (check.problem === "window_short") {
       // Pub/Sub guarantees only its minimum backoff per gap, with no growth,
       // so each of the MAX_DELIVERIES − 1 gaps needs (STUCK_AFTER +
-      // CLOCK_SKEW) / gaps (policy.stuckAfterMs holds both here).
-      const neededMs = pubsubMinBackoffNeedMs(
-        policy.stuckAfterMs,
-        check.deliveries,
-      );
+      // CLOCK_SKEW) / gaps.
+      const neededMs = pubsubMinBackoffNeedMs(windowNeedMs, check.deliveries);
       const fix = neededMs <= MAX_BACKOFF_MS
         ? `Set the subscription's minimum backoff and PUBSUB_MIN_BACKOFF to at least ${
           formatDuration(neededMs)
@@ -2534,7 +2537,7 @@ function checkQueues(
           clockSkewMs > 0 ? "(STUCK_AFTER + CLOCK_SKEW)" : "STUCK_AFTER"
         } / (MAX_DELIVERIES − 1)), with PUBSUB_MAX_BACKOFF no lower`
         : `No minimum backoff Pub/Sub allows (at most 10m) is enough: raise MAX_DELIVERIES to at least ${
-          pubsubDeliveriesNeed(policy.stuckAfterMs)
+          pubsubDeliveriesNeed(windowNeedMs)
         } with a 10m minimum backoff, or lower STUCK_AFTER${
           clockSkewMs > 0 ? " or CLOCK_SKEW" : ""
         }`;

@@ -122,7 +122,9 @@ function model(policy: Policy, queue: QueueLimits): QueueCheck {
   const problem = limit < policy.maxDeliveries ||
       (queue.kind === "qstash" && queue.retries < 2)
     ? "stops_early"
-    : windowMs < policy.stuckAfterMs
+    // The window must outlast stuckAfter and the clock skew (5 s unless
+    // the queue gives its own), as the service counts CLOCK_SKEW.
+    : windowMs < policy.stuckAfterMs + (queue.clockSkewMs ?? 5000)
     ? "window_short"
     : null;
   return { problem, limit, deliveries, windowMs };
@@ -165,7 +167,7 @@ const uncapped: typeof checkQueue = (policy, queue) => {
   );
   const problem = check.problem === "stops_early"
     ? check.problem
-    : windowMs < policy.stuckAfterMs
+    : windowMs < policy.stuckAfterMs + 5000
     ? "window_short"
     : null;
   return { ...check, problem, windowMs };
@@ -337,20 +339,34 @@ Deno.test("checkQueue() names the first problem: a queue that stops early, then 
   assert.equal(
     checkQueue(DEFAULT_POLICY, {
       kind: "pubsub",
-      minBackoffMs: 33_334,
+      // 9 gaps of 33.889 s outlast 5 min and 5 s of clock skew.
+      minBackoffMs: 33_889,
       maxBackoffMs: 600_000,
     }).problem,
     null,
   );
-  // At the edge: a window exactly as long as stuckAfter is enough.
+  // At the edge: a window exactly as long as stuckAfter and the clock skew
+  // (5 s unless given) is enough.
   const qstash = { kind: "qstash", retries: 9 } as const;
   const edge = checkQueue(DEFAULT_POLICY, qstash).windowMs;
   assert.equal(
-    checkQueue({ ...DEFAULT_POLICY, stuckAfterMs: edge }, qstash).problem,
+    checkQueue({ ...DEFAULT_POLICY, stuckAfterMs: edge - 5000 }, qstash)
+      .problem,
     null,
   );
   assert.equal(
-    checkQueue({ ...DEFAULT_POLICY, stuckAfterMs: edge + 1 }, qstash).problem,
+    checkQueue({ ...DEFAULT_POLICY, stuckAfterMs: edge - 4999 }, qstash)
+      .problem,
+    "window_short",
+  );
+  const oneClock = { ...qstash, clockSkewMs: 0 };
+  assert.equal(
+    checkQueue({ ...DEFAULT_POLICY, stuckAfterMs: edge }, oneClock).problem,
+    null,
+  );
+  assert.equal(
+    checkQueue({ ...DEFAULT_POLICY, stuckAfterMs: edge + 1 }, oneClock)
+      .problem,
     "window_short",
   );
 });

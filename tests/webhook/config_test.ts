@@ -89,6 +89,7 @@ Deno.test("loadConfig() reads a full QStash + Pub/Sub + generic setup", () => {
       maxDeliveryAttempts: 20,
       minBackoffMs: 30_000,
       maxBackoffMs: 600_000,
+      clockSkewMs: 5_000,
     },
   });
 });
@@ -785,7 +786,12 @@ Deno.test("loadConfig() reads the queue settings with their defaults", () => {
   const config = loadConfig(base);
   assert.deepEqual(config.queues, {
     qstash: { kind: "qstash", retries: 9, leaseMs: 30_000, clockSkewMs: 5_000 },
-    pubsub: { kind: "pubsub", minBackoffMs: 10_000, maxBackoffMs: 600_000 },
+    pubsub: {
+      kind: "pubsub",
+      minBackoffMs: 10_000,
+      maxBackoffMs: 600_000,
+      clockSkewMs: 5_000,
+    },
   });
   assert.equal(
     loadConfig({ ...base, MAX_DELIVERIES: "300" }).queues.qstash.retries,
@@ -793,7 +799,7 @@ Deno.test("loadConfig() reads the queue settings with their defaults", () => {
   );
   assert.deepEqual(
     loadConfig({ ...base, CLOUDFLARE_MAX_RETRIES: "9" }).queues.cloudflare,
-    { kind: "cloudflare", maxRetries: 9 },
+    { kind: "cloudflare", maxRetries: 9, clockSkewMs: 5_000 },
   );
   // Unset, QSTASH_RETRIES is MAX_DELIVERIES − 1, or more where the failure
   // callback's retries would all come while a give-up is busy behind a
@@ -1332,6 +1338,7 @@ Deno.test("loadConfig() refuses with one line that holds both numbers, whatever 
     minBackoffMs: fc.integer({ min: 0, max: 600_000 }),
     maxRetries: fc.integer({ min: 0, max: 100 }),
     queue: fc.constantFrom("qstash", "pubsub", "cloudflare"),
+    clockSkewMs: fc.integer({ min: 0, max: 60_000 }),
   });
   fc.assert(
     fc.property(settings, (s) => {
@@ -1340,11 +1347,13 @@ Deno.test("loadConfig() refuses with one line that holds both numbers, whatever 
         capMs: 3_600_000,
         stuckAfterMs: s.stuckAfterMs,
       });
-      if (rescueWindow(policy) < policy.stuckAfterMs) return; // the policy's own check
+      // The policy's own check.
+      if (rescueWindow(policy) < policy.stuckAfterMs + s.clockSkewMs) return;
       const env: Record<string, string> = {
         ...base,
-        // checkQueue knows no clocks: one clock here (see the CLOCK_SKEW tests).
-        CLOCK_SKEW: "0",
+        // checkQueue counts the clock skew the queue carries, as the
+        // service counts CLOCK_SKEW.
+        CLOCK_SKEW: `${s.clockSkewMs}ms`,
         MAX_DELIVERIES: String(s.maxDeliveries),
         CAP: "1h",
         STUCK_AFTER: `${s.stuckAfterMs}ms`,
@@ -1366,8 +1375,9 @@ Deno.test("loadConfig() refuses with one line that holds both numbers, whatever 
             CLOUDFLARE_DLQ_MESSAGE_RETENTION: "336h",
           }),
       };
+      const { clockSkewMs } = s;
       const queue: QueueLimits = s.queue === "qstash"
-        ? { kind: "qstash", retries: s.retries }
+        ? { kind: "qstash", retries: s.retries, clockSkewMs }
         : s.queue === "pubsub"
         ? {
           kind: "pubsub",
@@ -1376,8 +1386,9 @@ Deno.test("loadConfig() refuses with one line that holds both numbers, whatever 
             : { maxDeliveryAttempts: s.attempts }),
           minBackoffMs: s.minBackoffMs,
           maxBackoffMs: 600_000,
+          clockSkewMs,
         }
-        : { kind: "cloudflare", maxRetries: s.maxRetries };
+        : { kind: "cloudflare", maxRetries: s.maxRetries, clockSkewMs };
       const check = checkQueue(policy, queue);
       if (check.problem === null) {
         assert.doesNotThrow(() => loadConfig(env));
