@@ -73,6 +73,7 @@ import {
   unreadSettingLines,
 } from "./webhook/_settings.ts";
 import { oncePer } from "./webhook/_step_back.ts";
+import { jsonLine } from "./webhook/_json_answer.ts";
 import { insecureDevMode, rotationState } from "./webhook/_auth.ts";
 import {
   isFolder,
@@ -1456,7 +1457,7 @@ export async function openService(
       if (draining) {
         return Promise.resolve(
           new Response(
-            JSON.stringify({
+            jsonLine({
               type: "urn:relayer:problem:shutting-down",
               title: "Shutting down",
               status: 503,
@@ -2021,7 +2022,7 @@ export default {
   ): Response | Promise<Response> {
     return service
       ? service.fetch(request, info)
-      : new Response(JSON.stringify({ title: "Not started", status: 503 }), {
+      : new Response(jsonLine({ title: "Not started", status: 503 }), {
         status: 503,
         headers: { "content-type": "application/problem+json" },
       });

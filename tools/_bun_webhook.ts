@@ -578,8 +578,9 @@ try {
   // The readiness probe: a store read raced against a timer.
   const ready = await fetch(`${base}/readyz`);
   const readyText = await ready.text();
+  // Its line: the JSON, then a newline, as every answer ends (curl).
   const isReady = ready.status === 200 &&
-    readyText === JSON.stringify({ status: "ready" });
+    readyText === `${JSON.stringify({ status: "ready" })}\n`;
   ok &&= isReady;
   console.log(
     JSON.stringify({ route: "/readyz", status: ready.status, pass: isReady }),

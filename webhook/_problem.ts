@@ -5,6 +5,8 @@
  * @module
  */
 
+import { jsonLine } from "./_json_answer.ts";
+
 /** The fields of a problem. `type` is a stable URN callers can switch on. */
 export interface Problem {
   readonly type: string;
@@ -27,7 +29,7 @@ export function problem(
     status,
     detail,
   };
-  return new Response(JSON.stringify(body), {
+  return new Response(jsonLine(body), {
     status,
     headers: { "content-type": "application/problem+json", ...headers },
   });

@@ -105,6 +105,7 @@ import { deliveriesText } from "../policy/_count.ts";
 import { qstashDefaultRetries } from "../policy/_qstash_callback.ts";
 import { writeAheadsSeen } from "./_write_aheads.ts";
 import { problem } from "./_problem.ts";
+import { jsonAnswer } from "./_json_answer.ts";
 import { topLevelFields } from "./_json_head.ts";
 import { type NotJsonCause, notJsonCause } from "./_not_json.ts";
 import { bodyDeadlines, type TimedRead } from "./_deadlines.ts";
@@ -1885,7 +1886,7 @@ export function createApp(deps: AppDeps): WebhookApp {
         ROUTE_RETRY_AFTER_S[route],
       );
     }
-    return new Response(JSON.stringify(body), { status, headers });
+    return jsonAnswer(body, status, headers);
   }
 
   /**
@@ -2175,7 +2176,7 @@ export function createApp(deps: AppDeps): WebhookApp {
     return await next();
   });
 
-  app.get("/healthz", (c) => c.json({ status: "ok" }));
+  app.get("/healthz", () => jsonAnswer({ status: "ok" }));
 
   /**
    * A probe of the store, run at most once per `READY_CACHE_MS` (one
@@ -2342,11 +2343,11 @@ export function createApp(deps: AppDeps): WebhookApp {
       ),
   );
 
-  app.get("/readyz", async (c) => {
+  app.get("/readyz", async () => {
     // A read, then a write: a store that answers reads but refuses
     // writes (a primary gone read-only) fails every delivery too.
     const reads = await storeAnswers();
-    if (reads && await storeWrites()) return c.json({ status: "ready" });
+    if (reads && await storeWrites()) return jsonAnswer({ status: "ready" });
     return problem(
       503,
       "not-ready",
@@ -3746,7 +3747,7 @@ export function createApp(deps: AppDeps): WebhookApp {
         intent.hold ?? "none"
       }`,
     );
-    return c.json({ intent }, 201);
+    return jsonAnswer({ intent }, 201);
   });
 
   app.get("/v1/intents/:id", async (c) => {
@@ -3782,7 +3783,7 @@ export function createApp(deps: AppDeps): WebhookApp {
         `There is no intent ${id}.`,
       );
     }
-    return c.json(read);
+    return jsonAnswer(read);
   });
 
   // An operator's answer to a review (DESIGN §2): after checking the chain,
@@ -4118,7 +4119,7 @@ export function createApp(deps: AppDeps): WebhookApp {
     const discard = `DELETE /v1/dead-letters/${jobId}${
       letter ? `?version=${encodeURIComponent(letter.version)}` : ""
     }`;
-    return c.json({
+    return jsonAnswer({
       intent: resolved,
       ...(letter === null ? { deadLetter: null } : {}),
       ...(letter
@@ -4249,7 +4250,7 @@ export function createApp(deps: AppDeps): WebhookApp {
     }
     const cursor = query.cursor ?? null;
     try {
-      return c.json(
+      return jsonAnswer(
         deadLetterPage(await store.listDeadLetters({ limit, cursor })),
       );
     } catch (error) {
@@ -4358,7 +4359,7 @@ export function createApp(deps: AppDeps): WebhookApp {
     );
     // 'jobId' as POST /v1/jobs and the dead letters name it; 'job' stays
     // the job itself for the clients that read it so.
-    return c.json({ job, jobId: jobIdOf(job), enqueued: true }, 202);
+    return jsonAnswer({ job, jobId: jobIdOf(job), enqueued: true }, 202);
   }
 
   /** A 503 for an ops route whose store failed: nothing changed, try again. */
@@ -4532,7 +4533,7 @@ export function createApp(deps: AppDeps): WebhookApp {
         removed.deliveries === 1 ? "y" : "ies"
       }: ${removed.reason}; ${removed.resolution})`,
     );
-    return c.json({ discarded: removed });
+    return jsonAnswer({ discarded: removed });
   }
 
   app.post("/v1/jobs", async (c) => {
@@ -4585,7 +4586,7 @@ export function createApp(deps: AppDeps): WebhookApp {
     // 'job' is the id here (as in a delivery's answer), kept for the
     // clients that read it; 'jobId' names it as a redrive's answer and the
     // dead letters do.
-    return c.json(
+    return jsonAnswer(
       { job: jobIdOf(job), jobId: jobIdOf(job), enqueued: true },
       202,
     );
