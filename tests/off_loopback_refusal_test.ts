@@ -128,6 +128,24 @@ Deno.test("offLoopbackRefusal and loadConfig name the local run a service of one
   );
 });
 
+Deno.test("offLoopbackRefusal names the local run loadConfig was given, carried in its config, unless given its own", () => {
+  const localRun = "node --import tsx service.ts";
+  const dev = { ...OWN, RELAYER_INSECURE_DEV: "1" };
+  const config = loadConfig(dev, { localRun });
+  assert.match(
+    offLoopbackRefusal(config, "0.0.0.0")!,
+    /on loopback \(node --import tsx service\.ts\)$/,
+  );
+  assert.equal(config.localRun, localRun);
+  // Given here, that one: the caller's last word.
+  assert.match(
+    offLoopbackRefusal(config, "0.0.0.0", { localRun: "bun service.ts" })!,
+    /on loopback \(bun service\.ts\)$/,
+  );
+  // Not given to loadConfig: no field, and main.ts's own run.
+  assert.equal("localRun" in loadConfig(dev), false);
+});
+
 Deno.test("offLoopbackRefusal and loadConfig refuse a localRun that is not one line of text, or a misspelt option", () => {
   const config = loadConfig(OWN);
   for (const localRun of ["", " ", "node a.ts\nrm -rf /", 7]) {

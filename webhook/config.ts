@@ -152,6 +152,13 @@ export interface Config {
   readonly leaseMs: number;
   /** How far apart the instances' clocks may be, in milliseconds (`CLOCK_SKEW`). */
   readonly clockSkewMs: number;
+  /**
+   * The command of a local run given to {@linkcode loadConfig}
+   * (`localRun`), carried so that {@linkcode offLoopbackRefusal} names it
+   * too without being given it again; absent where none was given
+   * (`deno task start`).
+   */
+  readonly localRun?: string;
   /** QStash's keys and the URL its tokens name. */
   readonly qstash?: {
     currentSigningKey: string;
@@ -1211,8 +1218,9 @@ export function windowRaisers(
  * text, and a binding under another name, a queue's, is not read).
  * @param options `localRun`: the command that runs this service on one's
  * own machine, which a refusal of `RELAYER_INSECURE_DEV` names (a service
- * of one's own on Node: `"node --import tsx service.ts"`). @default
- * {"deno task start"}
+ * of one's own on Node: `"node --import tsx service.ts"`); given, the
+ * config carries it (`localRun`), for {@linkcode offLoopbackRefusal}.
+ * @default {"deno task start"}
  * @returns The checked settings.
  * @throws {ConfigError} Naming the first bad or missing setting.
  * @throws {TypeError} If `variables` is not an object, or `options` names
@@ -1240,7 +1248,11 @@ export function loadConfig(
   variables: Readonly<Record<string, unknown>>,
   options: { readonly localRun?: string } = {},
 ): Config {
-  return loadConfigFor(variables, localRunOf("load config", options));
+  const localRun = localRunOf("load config", options);
+  const config = loadConfigFor(variables, localRun);
+  // Carried for offLoopbackRefusal: a service of one's own that gave it
+  // here alone had that refusal name deno task start, not its own run.
+  return options.localRun === undefined ? config : { ...config, localRun };
 }
 
 /**
@@ -1311,6 +1323,11 @@ function localRunOf(
  *   offLoopbackRefusal(config, "0.0.0.0", { localRun })!,
  *   /^RELAYER_INSECURE_DEV is for local runs, .* served on loopback \(node --import tsx service\.ts\)$/,
  * );
+ * // The config carries it: the same refusal without it given again.
+ * assert.equal(
+ *   offLoopbackRefusal(config, "0.0.0.0"),
+ *   offLoopbackRefusal(config, "0.0.0.0", { localRun }),
+ * );
  * ```
  *
  * @param config What {@linkcode loadConfig} read.
@@ -1319,7 +1336,9 @@ function localRunOf(
  * given in the text.
  * @param options `localRun`: the command that runs this service on one's
  * own machine, which the refusal of `RELAYER_INSECURE_DEV` names (give it
- * {@linkcode loadConfig} too). @default {"deno task start"}
+ * {@linkcode loadConfig} too, whose refusal names it). @default {the
+ * config's `localRun`, which {@linkcode loadConfig} was given, else
+ * "deno task start"}
  * @returns The refusal, one line without a `relayer: cannot start: `
  * prefix, or `undefined` on loopback or with nothing to refuse.
  * @throws {TypeError} If `options` names an option it does not read, or
@@ -1330,7 +1349,13 @@ export function offLoopbackRefusal(
   listensOn: string,
   options: { readonly localRun?: string } = {},
 ): string | undefined {
-  const localRun = localRunOf("judge where the service listens", options);
+  const what = "judge where the service listens";
+  const given = localRunOf(what, options); // and names no other option
+  // What loadConfig was given, unless given here.
+  const localRun = options.localRun === undefined &&
+      config.localRun !== undefined
+    ? localRunOf(what, { localRun: config.localRun })
+    : given;
   const url = listensOn.includes("://")
     ? listensOn
     : `http://${
