@@ -269,3 +269,144 @@ Deno.test("the delivery line runbook.md shows under 'What to read' has the reaso
   assert.equal(outcome.action, "retry");
   assert.equal(shown[2], outcome.reason);
 });
+
+Deno.test({
+  name:
+    "runbook.md's discard and redrive loops, run as written, put a refusal's detail on its intent's line, where they printed its status alone",
+  ignore: !shellAvailable,
+  async fn() {
+    const store = new MemoryStore();
+    // Sorted as authorized, settled since: its redrive is refused (409).
+    await store.createIntent({ id: "pi_moved", state: "settled" });
+    await store.createIntent({
+      id: "pi_ready",
+      state: "authorized",
+      hold: "pending",
+    });
+    // Sorted as gone, created since: its discard is refused (409).
+    await store.createIntent({
+      id: "pi_back",
+      state: "authorized",
+      hold: "pending",
+    });
+    for (
+      const [id, at] of [["pi_moved", 1], ["pi_ready", 2], [
+        "pi_back",
+        3,
+      ]] as const
+    ) {
+      await store.putDeadLetter(letter(id, at));
+    }
+    const published: unknown[] = [];
+    const app = createApp({
+      store,
+      sender: new ScriptedSender({}),
+      opsToken: OPS,
+      now: () => 1_000_000,
+      redriveTo: {
+        publish: (job) => {
+          published.push(job);
+          return Promise.resolve();
+        },
+      },
+    });
+    const server = Deno.serve(
+      { hostname: "127.0.0.1", port: 0, onListen() {} },
+      app.fetch,
+    );
+    const dir = await Deno.makeTempDir();
+    try {
+      const top = Deno.readTextFileSync(join(ROOT, "docs/runbook.md"));
+      const first = /```sh\n([\s\S]*?)```/.exec(top)!;
+      const [, discard, redrive] = shBlocks("A burst of dead letters");
+      assert.ok(
+        discard && redrive,
+        "runbook.md's burst section has its blocks",
+      );
+      const listing = await (await app.request("/v1/dead-letters", {
+        headers: { authorization: `Bearer ${OPS}` },
+      })).text();
+      Deno.writeTextFileSync(join(dir, "letters.json"), listing);
+      Deno.writeTextFileSync(
+        join(dir, "states.txt"),
+        "pi_back gone\npi_moved authorized\npi_ready authorized\n",
+      );
+      const script = `${
+        first[1]
+      }\nR=http://127.0.0.1:${server.addr.port}\n${discard}\n${redrive}`;
+      const run = await new Deno.Command("bash", {
+        args: ["-c", script],
+        cwd: dir,
+        env: { OPS_TOKEN: OPS },
+        stdout: "piped",
+        stderr: "piped",
+      }).output();
+      const stdout = new TextDecoder().decode(run.stdout);
+      const lines = stdout.trimEnd().split("\n");
+      assert.equal(lines.length, 3, stdout);
+      assert.match(lines[0]!, /^409 pi_back: \S.*/);
+      assert.match(lines[1]!, /^409 pi_moved: .*settled/);
+      assert.equal(lines[2], "202 pi_ready");
+      assert.equal(published.length, 1);
+    } finally {
+      await server.shutdown();
+      await Deno.remove(dir, { recursive: true });
+    }
+  },
+});
+
+Deno.test({
+  name:
+    "runbook.md's queueing again of the jobs a store outage held up, run as written, puts each answer on its intent's line, a refusal's detail too",
+  ignore: !shellAvailable,
+  async fn() {
+    const store = new MemoryStore();
+    await store.createIntent({
+      id: "pi_held",
+      state: "authorized",
+      hold: "pending",
+    });
+    const app = createApp({
+      store,
+      sender: new ScriptedSender({}),
+      opsToken: OPS,
+      now: () => 1_000_000,
+      enqueue: () => Promise.resolve(),
+    });
+    const server = Deno.serve(
+      { hostname: "127.0.0.1", port: 0, onListen() {} },
+      app.fetch,
+    );
+    const dir = await Deno.makeTempDir();
+    try {
+      const runbook = Deno.readTextFileSync(join(ROOT, "docs/runbook.md"));
+      const first = /```sh\n([\s\S]*?)```/.exec(runbook)!;
+      const line =
+        /`(grep 'failed unexpectedly' relayer\.log [^`]*\/v1\/jobs[^`]*)`/
+          .exec(runbook);
+      assert.ok(line, "runbook.md queues the held-up jobs again");
+      Deno.writeTextFileSync(
+        join(dir, "relayer.log"),
+        "worker  pi_held/settle  failed unexpectedly\n" +
+          "worker  pi_gone/settle  failed unexpectedly\n",
+      );
+      const run = await new Deno.Command("bash", {
+        args: [
+          "-c",
+          `${first[1]}\nR=http://127.0.0.1:${server.addr.port}\n${line[1]}`,
+        ],
+        cwd: dir,
+        env: { OPS_TOKEN: OPS },
+        stdout: "piped",
+        stderr: "piped",
+      }).output();
+      const lines = new TextDecoder().decode(run.stdout).trimEnd().split("\n");
+      assert.equal(lines.length, 2, lines.join("\n"));
+      assert.match(lines[0]!, /^pi_gone \{.*"status":404,"detail":"\S/);
+      assert.match(lines[1]!, /^pi_held \{.*"enqueued":true\}$/);
+    } finally {
+      await server.shutdown();
+      await Deno.remove(dir, { recursive: true });
+    }
+  },
+});
