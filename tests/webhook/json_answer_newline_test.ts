@@ -29,6 +29,7 @@ Deno.test("the webhook's JSON answers, its ops routes', its deliveries' and its 
     ["/v1/dead-letters", { headers: ops }, 200],
     ["/v1/deliveries", await genericRequest(job), 503],
     ["/v1/nowhere", {}, 404],
+    ["/v1/intents", { headers: ops }, 405], // POST only
   ];
   for (const [path, init, status] of asks) {
     const res = await app.request(path, init);
