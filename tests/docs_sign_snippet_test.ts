@@ -4,7 +4,9 @@
  * (Node 20 on CI, which runs no TypeScript), in a project `npm init`
  * made (CommonJS), and its delivery verifies against `createApp`: it was
  * to be saved as `.mts`, which Node 20 refused
- * (`ERR_UNKNOWN_FILE_EXTENSION`) before running a line.
+ * (`ERR_UNKNOWN_FILE_EXTENSION`) before running a line. And it prints
+ * what the route answered: it sent the delivery and said nothing, so its
+ * user could not tell a retry from a 401.
  *
  * @module
  */
@@ -69,11 +71,11 @@ Deno.test({
         `${dir}/package.json`,
         JSON.stringify({ name: "signer", version: "1.0.0", type: "commonjs" }),
       );
-      const { code: exit, stderr } = await new Deno.Command("node", {
+      const { code: exit, stdout, stderr } = await new Deno.Command("node", {
         args: [file],
         cwd: dir,
         stdin: "null",
-        stdout: "null",
+        stdout: "piped",
         stderr: "piped",
       }).output();
       assert.equal(
@@ -85,6 +87,9 @@ Deno.test({
       );
       assert.equal(answers.length, 1);
       assert.notEqual(answers[0], 401, "the signature did not verify");
+      // Its user sees what the route answered: the status, and the body.
+      const shown = new TextDecoder().decode(stdout);
+      assert.match(shown, new RegExp(`^${answers[0]} \\{[^]*outcome`), shown);
     } finally {
       await server.shutdown();
       await Deno.remove(dir, { recursive: true });
