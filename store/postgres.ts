@@ -457,12 +457,35 @@ const STATEMENT_MODE =
   /transaction blocks not allowed in statement pooling mode/;
 
 /**
+ * PgBouncer's words (08P01, `STATEMENT_MODE`) in `error`, one line, or
+ * `undefined`. Met after the start (an operator switched the pool to
+ * statement mode and reloaded it), they end a write's connection at its
+ * `BEGIN`, and the write fails with the close alone ("write
+ * CONNECTION_CLOSED"): postgres.js 3.4.9 keeps the pooler's words for the
+ * request that opens that connection again, unsent, a read or the store's
+ * probe of the pool (see `#absorb`), each a statement alone that the
+ * pooler takes.
+ */
+function statementModeWords(error: unknown): string | undefined {
+  const { code, message } = (error ?? {}) as {
+    code?: unknown;
+    message?: unknown;
+  };
+  const said = oneLine(String(message));
+  return code === "08P01" && STATEMENT_MODE.test(said) ? said : undefined;
+}
+
+/** How a pool mode the store cannot write through is mended, as the start's refusal and a lost write say it. */
+const STATEMENT_MODE_FIX =
+  "Give the store's database or user the pooler's transaction mode (with prepare: false, ?prepare=false in DATABASE_URL) or its session mode";
+
+/**
  * The refusal of a client behind a pooler in statement mode, `why` saying
  * what it met (see `#checkTransactions`).
  */
 function statementModeRefusal(why: string, cause: unknown): Error {
   return new Error(
-    `Cannot use this PostgreSQL client as ${why}: a pooler in statement mode (PgBouncer's pool_mode = statement) does so, and every write of the store is a transaction, so none would be written. Give the store's database or user the pooler's transaction mode (with prepare: false, ?prepare=false in DATABASE_URL) or its session mode`,
+    `Cannot use this PostgreSQL client as ${why}: a pooler in statement mode (PgBouncer's pool_mode = statement) does so, and every write of the store is a transaction, so none would be written. ${STATEMENT_MODE_FIX}`,
     { cause },
   );
 }
@@ -742,6 +765,13 @@ export class PostgresStore implements Store {
    * statement cancelled since (see `cancelled`); `null`: never.
    */
   #ownCancelAt: number | null = null;
+  /**
+   * A pooler's words as, in statement mode, it ended a connection of this
+   * client at a transaction's `BEGIN` (see `statementModeWords`), met since
+   * the last write that landed: what a write lost so says of the pooler's
+   * mode. `undefined`: none met since.
+   */
+  #statementMode: string | undefined;
 
   /**
    * Constructs a new instance. No I/O.
@@ -1967,7 +1997,7 @@ export class PostgresStore implements Store {
         }
         if (connectionLost(error)) {
           leaveLost();
-          throw lostDuringWrite(error);
+          throw lostDuringWrite(error, this.#statementMode);
         }
         // The connection was alive: the statements behind fail as the
         // transaction aborted. Waited for within a bound all the same: one
@@ -2114,6 +2144,8 @@ export class PostgresStore implements Store {
         handBackLater(Promise.allSettled([...sent, asked]));
         throw emptyWrite();
       }
+      // Committed: no pooler in statement mode stands in the way now.
+      this.#statementMode = undefined;
       return answers.slice(1, -1);
     };
     try {
@@ -2311,6 +2343,10 @@ export class PostgresStore implements Store {
           if ((error as { code?: unknown })?.code === "55P03") {
             LOCKED_READS.add(error as object);
           }
+          // The pooler's words as it ended a connection in statement mode,
+          // kept for this read, which opened it again and was not sent.
+          const pooled = statementModeWords(error);
+          if (pooled !== undefined) this.#statementMode = pooled;
           const lostStatement = (error as { code?: unknown })?.code ===
             "26000";
           if (refusedAsStale(error)) {
@@ -2379,8 +2415,14 @@ export class PostgresStore implements Store {
             // A goodbye's asks are not spent on a lost connection's.
             gaveUp || this.#closed ||
             asked >= asks + lost + (emptyAsked ? 1 : 0) ||
-            !goodbyeBeforeSent(error)
+            !(goodbyeBeforeSent(error) || pooled !== undefined)
           ) {
+            if (pooled !== undefined) {
+              throw new Error(
+                `The store's ${what} failed as the pooler in front of PostgreSQL ended its connection (${pooled}): nothing was read; retry. Its pool mode is statement (PgBouncer's pool_mode = statement), which ends a connection at each write's BEGIN: ${STATEMENT_MODE_FIX}`,
+                { cause: error },
+              );
+            }
             throw unmigrated(
               error,
               `The store's ${what} failed`,
@@ -2526,6 +2568,7 @@ export class PostgresStore implements Store {
             }, this.#waitMs);
           }, (value) => {
             landed = { value };
+            this.#statementMode = undefined;
           });
         } catch (error) {
           // A statement refused as stale (never sent again: see
@@ -2579,7 +2622,7 @@ export class PostgresStore implements Store {
       if (!started && socketLost(error)) throw lostBeforeWrite(error);
       if (!started || !connectionLost(error)) throw error;
       this.#absorb();
-      throw lostDuringWrite(error);
+      throw lostDuringWrite(error, this.#statementMode);
     } finally {
       if (unanswered !== undefined) clearTimeout(unanswered);
     }
@@ -2894,6 +2937,8 @@ export class PostgresStore implements Store {
     );
     return answers.map((answer) => {
       if (answer.status === "fulfilled") return undefined;
+      this.#statementMode = statementModeWords(answer.reason) ??
+        this.#statementMode;
       const { severity } = (answer.reason ?? {}) as { severity?: unknown };
       return severity === undefined ? answer.reason : undefined;
     });
@@ -4111,12 +4156,21 @@ function unlessLost<T>(statement: Promise<T>): Promise<T> {
   });
 }
 
-/** The error of a write whose connection was lost under it (`error`, postgres.js's or the server's). */
-function lostDuringWrite(error: unknown): Error {
+/**
+ * The error of a write whose connection was lost under it (`error`,
+ * postgres.js's or the server's); `pooled`, a pooler's words as it ended a
+ * connection of the client in statement mode since the last write that
+ * landed (see `statementModeWords`), names that mode and its mending.
+ */
+function lostDuringWrite(error: unknown, pooled?: string): Error {
   return new Error(
     `PostgreSQL lost the connection during the write (${
       describeError(error)
-    }): it may have landed or not; the next read says which`,
+    }): it may have landed or not; the next read says which${
+      pooled === undefined
+        ? ""
+        : `. The pooler in front of PostgreSQL ended a connection of this client at a transaction's BEGIN since the last write that landed (${pooled}): its pool mode is statement (PgBouncer's pool_mode = statement), and every write of the store is a transaction, so none will land. ${STATEMENT_MODE_FIX}`
+    }`,
     { cause: error },
   );
 }

@@ -636,6 +636,12 @@ export async function pgbouncerBin(): Promise<string | null> {
 export interface OwnedPgBouncer {
   /** `postgres://postgres:<password>@127.0.0.1:<port>/postgres`, through the pooler. */
   readonly url: string;
+  /**
+   * Switches its pool mode while it runs, as an operator's edit of
+   * `pool_mode` and a reload do: clients connected stay connected, and
+   * are pooled so from then on.
+   */
+  setMode(mode: "transaction" | "session" | "statement"): Promise<void>;
   /** Stops it and deletes its dir (the watchdog does it anyway at exit). */
   stop(): Promise<void>;
 }
@@ -735,6 +741,26 @@ export async function startPgBouncer(
       let stopped = false;
       return {
         url,
+        async setMode(mode) {
+          const from = (await Deno.readTextFile(logfile)).length;
+          await Deno.writeTextFile(
+            ini,
+            (await Deno.readTextFile(ini)).replace(
+              /^pool_mode = .*$/m,
+              `pool_mode = ${mode}`,
+            ),
+          );
+          const pid = (await Deno.readTextFile(pidfile)).trim();
+          await run("kill", ["-HUP", pid]);
+          // PgBouncer reads its file again in the signal's turn, and logs
+          // the signal first.
+          for (let waited = 0; waited < 5_000; waited += 20) {
+            const log = (await Deno.readTextFile(logfile)).slice(from);
+            if (/got SIGHUP/.test(log)) return;
+            await sleep(20);
+          }
+          throw new Error(`PgBouncer did not reload its pool_mode (${mode})`);
+        },
         async stop() {
           if (stopped) return;
           stopped = true;

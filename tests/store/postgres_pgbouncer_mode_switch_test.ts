@@ -1,0 +1,105 @@
+/**
+ * PostgresStore behind a real PgBouncer whose `pool_mode` an operator
+ * switches to `statement` after the store started (an edit of
+ * `pgbouncer.ini` and a reload): from then on the pooler ends the client's
+ * connection at each write's `BEGIN`. `migrate()` refuses such a pooler at
+ * start; met later, each write may have landed or not, which it says, and
+ * from the pooler's words, kept by postgres.js for the request that opens
+ * the connection again, the store names the pooler's mode: a read that
+ * meets them is asked again (it was never sent), and the writes after say
+ * what to set.
+ *
+ * Without `pgbouncer` these tests are skipped with one loud line, except
+ * under `CI=true`, where that fails the run.
+ *
+ * @module
+ */
+
+import assert from "node:assert/strict";
+import postgres from "postgres";
+import { PostgresStore } from "../../store/postgres.ts";
+import {
+  processPostgres,
+  startPgBouncer,
+} from "../../support/postgres_server.ts";
+import { freshDatabase, pgbouncerAvailable } from "../_postgres.ts";
+import { timeout } from "../_timeout.ts";
+
+const available: boolean = await pgbouncerAvailable();
+
+Deno.test({
+  name:
+    "PostgresStore behind PgBouncer switched to statement mode after its start: a read that meets the pooler's words is asked again, and the writes after the first say the pool mode to set, until one lands again",
+  ignore: !available,
+  fn: timeout(60_000, async () => {
+    const { server, missing } = await processPostgres();
+    if (server === null) throw new Error(missing);
+    const pooler = await startPgBouncer(server, { mode: "transaction" });
+    const database = await freshDatabase();
+    const url = new URL(pooler.url);
+    url.pathname = new URL(database.url).pathname;
+    // One connection: the request after a lost write is the one that opens
+    // it again, and meets what the pooler said as it ended it.
+    const sql = postgres(url.href, {
+      prepare: false,
+      max: 1,
+      max_lifetime: null,
+      onnotice: () => {},
+    });
+    const store = new PostgresStore(sql, { schema: "relayer" });
+    const move = (version: string) =>
+      store.transition("a", {
+        from: "authorized",
+        to: "settling",
+        version,
+        at: 1,
+      }).then(() => "landed", (error: Error) => error.message);
+    try {
+      await store.migrate();
+      await store.createIntent({
+        id: "a",
+        state: "authorized",
+        hold: "pending",
+      });
+      await pooler.setMode("statement");
+      assert.match(
+        await move("1"),
+        /^PostgreSQL lost the connection during the write \(.*\): it may have landed or not; the next read says which$/,
+      );
+      // Before: "transaction blocks not allowed in statement pooling
+      // mode", bare, though the read was never sent.
+      const read = await store.getIntent("a").catch((error: Error) =>
+        error.message
+      );
+      assert.equal(typeof read === "string" ? read : read?.version, "1");
+      // Before: the same words as the first write's, every write after.
+      assert.match(
+        await move("1"),
+        /^PostgreSQL lost the connection during the write \(.*\): it may have landed or not; the next read says which\. The pooler in front of PostgreSQL ended a connection of this client at a transaction's BEGIN since the last write that landed \(transaction blocks not allowed in statement pooling mode\): its pool mode is statement \(PgBouncer's pool_mode = statement\), and every write of the store is a transaction, so none will land\. Give the store's database or user the pooler's transaction mode \(with prepare: false, \?prepare=false in DATABASE_URL\) or its session mode$/,
+      );
+      assert.equal((await store.getIntent("a"))?.version, "1");
+      await pooler.setMode("transaction");
+      // Connections the pooler ended are opened again.
+      let landed = "";
+      for (let i = 0; i < 5 && landed !== "landed"; i++) {
+        landed = await move("1");
+      }
+      assert.equal(landed, "landed");
+      // A write landed: the words before it are forgotten, and the first
+      // write the pooler ends again says only what it knows.
+      await pooler.setMode("statement");
+      assert.match(
+        await store.createIntent({ id: "b", hold: "pending" }).then(
+          () => "landed",
+          (e: Error) => e.message,
+        ),
+        /^PostgreSQL lost the connection during the write \(.*\): it may have landed or not; the next read says which$/,
+      );
+    } finally {
+      store.close();
+      await sql.end({ timeout: 1 });
+      await pooler.stop();
+      await database.drop();
+    }
+  }),
+});
