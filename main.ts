@@ -60,6 +60,7 @@ import {
   offLoopbackRefusal,
   openRoutesOf,
   routeOptions,
+  SESSION_ATTRS_NAMED,
 } from "./webhook/config.ts";
 import {
   type LocalEnqueue,
@@ -1141,7 +1142,7 @@ export function openHint(
   // five of libpq's values: libpq's default, any, is none of them.
   const attrs = /\btarget_session_attrs (\S+) is not supported\b/.exec(message);
   if (attrs) {
-    return ` (the PostgreSQL client takes target_session_attrs read-write, read-only, primary, standby or prefer-standby only; ${
+    return ` (the PostgreSQL client takes target_session_attrs ${SESSION_ATTRS_NAMED} only; ${
       attrs[1] === "any"
         ? "any, libpq's default, is what it does without one: remove it"
         : "set one of those, or remove it"

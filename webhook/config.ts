@@ -471,6 +471,23 @@ const SESSION_ATTRS: readonly string[] = [
 ];
 
 /**
+ * The `target_session_attrs` postgres.js 3.4.9 takes, as a refusal names
+ * them: `DATABASE_URL`'s check here, and the service's start (`openHint`
+ * in `main.ts`) where the client refused one from `PGTARGETSESSIONATTRS`.
+ *
+ * @example
+ * ```ts
+ * import { SESSION_ATTRS_NAMED } from "./config.ts";
+ * import assert from "node:assert/strict";
+ *
+ * assert.equal(SESSION_ATTRS_NAMED, "read-write, read-only, primary, standby or prefer-standby");
+ * ```
+ */
+export const SESSION_ATTRS_NAMED: string = `${
+  SESSION_ATTRS.slice(0, -1).join(", ")
+} or ${SESSION_ATTRS.at(-1)}`;
+
+/**
  * Why the local Deno KV queue cannot run a policy whose `CAP` is
  * `capMs`, or `undefined` where it can: Deno KV delays a message at most
  * 30 days. The start (`KV_QUEUE`) and `deno task schedule --queue kv`
@@ -592,9 +609,7 @@ export function databaseUrl(
       "DATABASE_URL",
       attrs === "any"
         ? `${shape}: its target_session_attrs is any, libpq's default, which the PostgreSQL client does not take: remove it (without one the client does what any asks)`
-        : `${shape}: its target_session_attrs is not one the PostgreSQL client takes (${
-          SESSION_ATTRS.slice(0, -1).join(", ")
-        } or ${SESSION_ATTRS.at(-1)}): set one of those, or remove it`,
+        : `${shape}: its target_session_attrs is not one the PostgreSQL client takes (${SESSION_ATTRS_NAMED}): set one of those, or remove it`,
     );
   }
   let database: string;
