@@ -1849,6 +1849,8 @@ if (import.meta.main) {
     stdout.line(
       code === "57014"
         ? "relayer: PostgreSQL cancelled postgres.js's type query on a new connection (57014: a statement_timeout shorter than it, or pg_cancel_backend): the connection goes on without it"
+        : code === "0A000"
+        ? "relayer: PostgreSQL refused postgres.js's type query on a new connection (0A000: a hot standby, whose database or role defaults to SERIALIZABLE): the connection goes on without it, and the store's calls on it say the server is a standby"
         : `relayer: PostgreSQL ended a new connection while postgres.js read its types (${
           String(code)
         }): it connects again`,

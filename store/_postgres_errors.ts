@@ -35,7 +35,10 @@ export function connectionLost(error: unknown): boolean {
  * logins to the server fail ("server login has been failing, try again
  * later (server_login_retry)"), with no severity postgres.js reads. So
  * does that query cancelled (57014): a `statement_timeout` of the role or
- * the database shorter than it, or `pg_cancel_backend`. The connection
+ * the database shorter than it, or `pg_cancel_backend`; and refused by a
+ * hot standby whose database defaults to SERIALIZABLE (0A000, see
+ * {@linkcode serializableOnStandby}), which the query that opened the
+ * connection meets too, and says. The connection
  * lives on and serves the query that opened it (the store reads no array
  * type); untaken, the rejection ended the process on every connection
  * the pool opened while such a timeout held.
@@ -47,7 +50,28 @@ export function typeFetchLost(reason: unknown): boolean {
     /^\s*select b\.oid, b\.typarray\s+from pg_catalog\.pg_type a\s/.test(
       query,
     ) &&
-    (connectionLost(reason) || code === "08P01" || code === "57014");
+    (connectionLost(reason) || code === "08P01" || code === "57014" ||
+      serializableOnStandby(reason));
+}
+
+/**
+ * Whether `error` is a hot standby's refusal of a transaction at
+ * SERIALIZABLE (0A000, "cannot use serializable mode in a hot standby"):
+ * met by every statement outside an explicit transaction where the
+ * database or the role defaults to it (`ALTER DATABASE … SET
+ * default_transaction_isolation = 'serializable'` on the primary, which
+ * the standby replays). The store's reads and postgres.js's type query run
+ * so; the store's writes name their level and meet 25006 (read-only).
+ * The server's hint is to lower the level; on a standby the cure is the
+ * primary.
+ */
+export function serializableOnStandby(error: unknown): boolean {
+  const { code, message } = (error ?? {}) as {
+    code?: unknown;
+    message?: unknown;
+  };
+  return code === "0A000" &&
+    /serializable mode in a hot standby/.test(String(message));
 }
 
 /**

@@ -66,6 +66,7 @@ import { assertOptionNames } from "../policy/_validate.ts";
 import {
   connectionLost,
   goodbyeBeforeSent,
+  serializableOnStandby,
   typeFetchLost,
 } from "./_postgres_errors.ts";
 import { onPoolClose, poolCloses } from "./_postgres_closes.ts";
@@ -196,7 +197,9 @@ export function reconnectBackoffS(
  * while its logins to the server fail (`08P01`, `server_login_retry`,
  * after which it closes the client), or cancelled (`57014`: a role's or
  * database's `statement_timeout` shorter than it, `pg_cancel_backend`;
- * the connection then goes on without it). postgres.js 3.4.9 drops
+ * the connection then goes on without it), or refused by a hot standby
+ * whose database or role defaults to SERIALIZABLE (`0A000`: the store's
+ * calls on that connection say it is a standby). postgres.js 3.4.9 drops
  * that query's promise (porsager/postgres#1192, #1223), so the failure is
  * no caller's to catch, and a runtime that ends the process on an
  * unhandled rejection (Deno, Node) ends it there. Nothing is lost: the
@@ -1028,6 +1031,18 @@ export class PostgresStore implements Store {
           { cause: error },
         );
       }
+      // A hot standby whose database or role defaults to SERIALIZABLE
+      // refuses the check itself (0A000), before it could say the server
+      // is a standby: the server's hint, to lower the level, is not the
+      // cure.
+      if (serializableOnStandby(error)) {
+        throw new Error(
+          `Cannot use this PostgreSQL database as ${
+            readOnlyReason(true, "the store's")
+          }`,
+          { cause: error },
+        );
+      }
       // A parameter of the URL's query postgres.js does not read itself
       // (libpq's sslrootcert, the channel_binding of Neon's URLs) goes to
       // the server as a setting at each connect, which refuses it: the
@@ -1694,10 +1709,12 @@ export class PostgresStore implements Store {
           { cause: error },
         );
       }
-      if (code === "25006") {
+      if (code === "25006" || serializableOnStandby(error)) {
         // A read-only transaction: the server is a standby, a primary a
         // failover demoted (or not yet promoted), or one set
-        // `default_transaction_read_only`. The statement that wrote failed,
+        // `default_transaction_read_only`. Or, on a standby whose database
+        // defaults to SERIALIZABLE, the write's read (0A000), before any
+        // of the write was sent. The statement that wrote failed,
         // so the transaction rolled back: nothing of the write landed. Said
         // so, or an operator's route answered "it may have landed or not".
         throw readOnly(notWritten(
@@ -2901,6 +2918,14 @@ export class PostgresStore implements Store {
     } catch (error) {
       // Refused before anything was sent: nothing read or written.
       if (CLOSED_READS.has(error as Error)) throw notRead(error as Error);
+      if (serializableOnStandby(error)) {
+        throw new Error(
+          `The store's ${what} failed as the server is a hot standby whose database or role defaults to SERIALIZABLE, which a standby refuses (${
+            oneLine(String((error as Error).message))
+          }): nothing was read; connect to the primary`,
+          { cause: error },
+        );
+      }
       if ((error as { code?: unknown })?.code === "55P03") {
         throw new Error(
           `The store's ${what} failed as the role's or database's lock_timeout ended its wait for a table lock another session held (${

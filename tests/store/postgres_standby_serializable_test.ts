@@ -1,0 +1,116 @@
+/**
+ * A hot standby whose database defaults to SERIALIZABLE
+ * (`ALTER DATABASE … SET default_transaction_isolation = 'serializable'`
+ * on the primary, which the standby replays): PostgreSQL refuses every
+ * transaction at that level there ("cannot use serializable mode in a hot
+ * standby", 0A000), a statement alone too. A store pointed at it (a
+ * replica's URL, an old primary a failover demoted) must still say that
+ * the server is a standby and to connect to the primary, at its start and
+ * on a write, as it does where the database keeps the default level.
+ *
+ * @module
+ */
+
+import assert from "node:assert/strict";
+import postgres from "postgres";
+import { PostgresStore } from "../../store/postgres.ts";
+import { isNotWritten } from "../../store/_not_written.ts";
+import { postgresAvailable } from "../_postgres.ts";
+import { startPair, within } from "./_postgres_pair.ts";
+
+const options = {
+  max: 2,
+  onnotice: () => {},
+  max_lifetime: null,
+  connect_timeout: 5,
+};
+
+Deno.test({
+  name:
+    "A hot standby whose database defaults to serializable: PostgresStore.migrate() says it is a standby and to connect to the primary, and a write and a read say they met a standby, not the server's 'cannot use serializable mode'",
+  ignore: !postgresAvailable,
+  async fn() {
+    const pair = await startPair();
+    const { password, port } = pair.primary;
+    const primary = postgres(
+      `postgres://postgres:${password}@127.0.0.1:${port}/postgres`,
+      options,
+    );
+    try {
+      await within(
+        new PostgresStore(primary, { schema: "relayer" }).migrate(),
+        10_000,
+      );
+      await new PostgresStore(primary, { schema: "relayer" }).createIntent({
+        id: "pi_1",
+        state: "authorized",
+        hold: "pending",
+      });
+      await primary.unsafe(
+        `ALTER DATABASE postgres SET default_transaction_isolation = 'serializable'`,
+      );
+      // Sessions opened after the standby replayed the setting take it.
+      const standby = postgres(
+        `postgres://postgres:${password}@127.0.0.1:${pair.standbyPort}/postgres`,
+        { ...options, max: 1 },
+      );
+      try {
+        for (let waited = 0;; waited += 50) {
+          const [row] = await standby`
+            SELECT count(*)::int AS n FROM pg_catalog.pg_db_role_setting
+            WHERE 'default_transaction_isolation=serializable' = ANY (setconfig)`;
+          if (row?.n === 1) break;
+          assert.ok(waited < 10_000, "the standby never replayed the setting");
+          await new Promise((resolve) => setTimeout(resolve, 50));
+        }
+      } finally {
+        await standby.end({ timeout: 0 });
+      }
+      const sql = postgres(
+        `postgres://postgres:${password}@127.0.0.1:${pair.standbyPort}/postgres`,
+        options,
+      );
+      const store = new PostgresStore(sql, { schema: "relayer" });
+      try {
+        // Every statement there, as the server words it.
+        await assert.rejects(
+          sql`SELECT 1`,
+          /^PostgresError: cannot use serializable mode in a hot standby$/,
+        );
+        // Before: "cannot use serializable mode in a hot standby", whose
+        // hint is to lower the level, where the cure is the primary.
+        await assert.rejects(
+          within(store.migrate(), 10_000),
+          /^Error: Cannot use this PostgreSQL database as the server is a hot standby \(pg_is_in_recovery\(\)\), which takes no writes: connect to the primary$/,
+        );
+        const written = await within(
+          store.transition("pi_1", {
+            from: "authorized",
+            to: "settling",
+            version: "1",
+            at: 1,
+          }),
+          10_000,
+        ).then(() => new Error("written"), (error: Error) => error);
+        // Before: the write's read failed with the server's words alone.
+        assert.match(
+          written.message,
+          /^Cannot move pi_1 from authorized to settling as PostgreSQL refused it as read-only \(a standby, /,
+        );
+        assert.equal(isNotWritten(written), true);
+        const read = await within(store.getIntent("pi_1"), 10_000).then(
+          () => new Error("read"),
+          (error: Error) => error,
+        );
+        assert.match(read.message, /hot standby/);
+        assert.match(read.message, /connect to the primary/);
+      } finally {
+        store.close();
+        await sql.end({ timeout: 0 });
+      }
+    } finally {
+      await primary.end({ timeout: 0 });
+      await pair.stop();
+    }
+  },
+});
