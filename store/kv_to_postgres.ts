@@ -63,7 +63,7 @@ import {
 import { assertOptionNames, checkedClock, show } from "../policy/_validate.ts";
 import { describeError } from "../policy/_walk.ts";
 import { formatDuration } from "../policy/format_duration.ts";
-import { connectionLost } from "./_postgres_errors.ts";
+import { connectionLost, serializableOnStandby } from "./_postgres_errors.ts";
 import type { DeadLetter, HoldState } from "./store.ts";
 
 /**
@@ -342,7 +342,20 @@ export async function moveKvToPostgres(
       { refused: true },
     );
   }
-  const [check] = ownRows(await client.unsafe(migrated(schema)));
+  const [check] = ownRows(
+    await client.unsafe(migrated(schema)).catch((error: unknown) => {
+      // A standby whose database or role defaults to SERIALIZABLE refuses
+      // the check itself (0A000): said as a standby, not in the server's
+      // words, whose hint is to lower the level.
+      if (!serializableOnStandby(error)) throw error;
+      throw new ConflictError(
+        `Cannot move into schema ${schema} as ${
+          readOnlyReason(true, "the move's")
+        }, then run the move again. Nothing was moved.`,
+        { refused: true, cause: error },
+      );
+    }),
+  );
   // The database's encoding, as the server told the client on connecting:
   // free text is kept as it can hold it (see `mended`).
   const encoding = (client as { parameters?: Record<string, string> })

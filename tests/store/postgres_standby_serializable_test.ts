@@ -13,6 +13,8 @@
 
 import assert from "node:assert/strict";
 import postgres from "postgres";
+import { KvStore } from "../../store/kv.ts";
+import { moveKvToPostgres } from "../../store/kv_to_postgres.ts";
 import { PostgresStore } from "../../store/postgres.ts";
 import { isNotWritten } from "../../store/_not_written.ts";
 import { postgresAvailable } from "../_postgres.ts";
@@ -27,7 +29,7 @@ const options = {
 
 Deno.test({
   name:
-    "A hot standby whose database defaults to serializable: PostgresStore.migrate() says it is a standby and to connect to the primary, and a write and a read say they met a standby, not the server's 'cannot use serializable mode'",
+    "A hot standby whose database defaults to serializable: PostgresStore.migrate() and moveKvToPostgres() say it is a standby and to connect to the primary, and a write and a read say they met a standby, not the server's 'cannot use serializable mode'",
   ignore: !postgresAvailable,
   async fn() {
     const pair = await startPair();
@@ -104,6 +106,17 @@ Deno.test({
         );
         assert.match(read.message, /hot standby/);
         assert.match(read.message, /connect to the primary/);
+        // And the move from Deno KV, as where the level is the default.
+        const kv = await Deno.openKv(":memory:");
+        try {
+          await new KvStore(kv).createIntent({ id: "pi_2", state: "created" });
+          await assert.rejects(
+            within(moveKvToPostgres(kv, sql, { schema: "relayer" }), 10_000),
+            /^ConflictError: Cannot move into schema relayer as the server is a hot standby \(pg_is_in_recovery\(\)\), which takes no writes: connect to the primary, then run the move again\. Nothing was moved\.$/,
+          );
+        } finally {
+          kv.close();
+        }
       } finally {
         store.close();
         await sql.end({ timeout: 0 });
