@@ -38,7 +38,11 @@
 
 // deno-lint-ignore-file no-console
 import postgres from "postgres";
-import { clientTls, PostgresStore } from "../store/postgres.ts";
+import {
+  clientTls,
+  isTypeFetchLost,
+  PostgresStore,
+} from "../store/postgres.ts";
 import type { KvLike } from "../store/kv.ts";
 import {
   argumentsNamed,
@@ -361,5 +365,14 @@ export async function main(
 }
 
 if (import.meta.main) {
+  // postgres.js's type query on a new connection, failed with no caller to
+  // catch it (see isTypeFetchLost: a connection ended as it opened, a
+  // statement_timeout shorter than the query, a hot standby that refuses
+  // SERIALIZABLE): the move's own call on that connection says what
+  // happened, in one line. Untaken, the process ended there with a stack
+  // trace, after or instead of that line.
+  globalThis.addEventListener("unhandledrejection", (event) => {
+    if (isTypeFetchLost(event.reason)) event.preventDefault();
+  });
   Deno.exit(await main(Deno.env.toObject(), Deno.args));
 }
