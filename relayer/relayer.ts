@@ -333,7 +333,8 @@ export interface Relayer {
    * before the queue is told to drop it: a message acked unread may have
    * been an intent's only job. Touches nothing else. Such a letter records
    * a message, not a job: it cannot be redriven. A letter kept under the
-   * same id that names another intent stays as it is, and this message is
+   * same id that names another intent (or none, where this message names
+   * one) stays as it is, and this message is
    * kept as `<queue>/sha256-…/unreadable`, by its bytes: the id may be
    * one the message's signature does not cover.
    *
@@ -3231,15 +3232,13 @@ export function createRelayer(options: RelayerOptions): Relayer {
     if (name !== hashed) {
       // The id is the queue's word, which its signature may not cover
       // (QStash's Upstash-Message-Id): a letter under it that names
-      // another intent is another message's, the record that its intent
-      // may have no job. Written over, it named this one's intent, or
-      // none, and its discard was no longer held. This message is kept
-      // by its bytes, as one without an id is.
+      // another intent, or none where this one names one, is another
+      // message's, the record that its intent (found or not) may have no
+      // job. Written over, it named this one's intent, or none, and its
+      // discard was no longer held. This message is kept by its bytes, as
+      // one without an id is.
       const kept = await store.getDeadLetter(`${queue}/${name}/unreadable`);
-      if (
-        kept !== null && isIntentId(kept.intentId) &&
-        kept.intentId !== intentId
-      ) name = hashed;
+      if (kept !== null && kept.intentId !== intentId) name = hashed;
     }
     const jobId = `${queue}/${name}/unreadable`;
     const attempt = seen.attempt;

@@ -415,6 +415,37 @@ Deno.test("a signed unreadable QStash message sent under another message's Upsta
   assert.equal(await statusOf(await post(other, token)), 401);
 });
 
+Deno.test("a signed unreadable QStash message naming an intent, sent under the Upstash-Message-Id of a letter that names none, leaves that letter as it was and is kept under its own bytes' hash", async () => {
+  const { app, store } = await makeApp({ intents: [AUTHORIZED] });
+  const post = async (body: string) =>
+    await app.request("/v1/qstash", {
+      method: "POST",
+      body,
+      headers: {
+        "upstash-signature": await signQStash(body),
+        "upstash-message-id": "msg_1",
+      },
+    });
+  // QStash's message msg_1, whose job names no intent: kept, naming none,
+  // the only record of a message whose payment is yet to be found.
+  const first = JSON.stringify({ kind: "settle" });
+  assert.equal(await statusOf(await post(first)), 489);
+  const letter = "qstash/msg_1/unreadable";
+  const before = await store.getDeadLetter(letter);
+  assert.equal(before?.intentId, "");
+  // Another signed message, naming an intent, sent under msg_1's id.
+  const other = JSON.stringify({ intentId: "pi_0001", kind: "refund" });
+  assert.equal(await statusOf(await post(other)), 489);
+  const kept = await store.getDeadLetter(letter);
+  assert.equal(kept?.intentId, "");
+  assert.equal(kept?.reason, before?.reason);
+  const hashed = `qstash/sha256-${
+    Array.from(sha256(encoder.encode(other)).slice(0, 16), (b) =>
+      b.toString(16).padStart(2, "0")).join("")
+  }/unreadable`;
+  assert.equal((await store.getDeadLetter(hashed))?.intentId, "pi_0001");
+});
+
 Deno.test("Google's signed numbers and flags must be JSON's: exp, iat or nbf as a string, email_verified as the string 'true' are 401", async () => {
   const { app, writes } = await makeApp({ intents: [AUTHORIZED] });
   const google = await theGoogle();
