@@ -287,10 +287,11 @@ Deno.test("on a real Deno.serve, a client that sends its headers and part of its
     let answer = "";
     const buffer = new Uint8Array(4096);
     const decoder = new TextDecoder();
-    // Read to the end of the problem's JSON. Deno.serve keeps the socket
-    // open after it, waiting for the rest of the body (it has no read
-    // timeout: denoland/deno#3515), so the client closes it here.
-    while (!answer.endsWith("}")) {
+    // Read to the end of the problem's JSON, and its newline (every JSON
+    // answer ends in one). Deno.serve keeps the socket open after it,
+    // waiting for the rest of the body (it has no read timeout:
+    // denoland/deno#3515), so the client closes it here.
+    while (!answer.endsWith("}\n")) {
       let timer: ReturnType<typeof setTimeout> | undefined;
       const read = await Promise.race([
         conn.read(buffer),
@@ -341,7 +342,7 @@ Deno.test("on a real Deno.serve, a connection answered 408 is not used again: on
         if (read === "open" || read === "reset") return { text, end: read };
         if (read === null) return { text, end: "eof" };
         text += decoder.decode(buffer.subarray(0, read));
-        if (text.endsWith("}")) return { text, end: "open" };
+        if (text.endsWith("}\n")) return { text, end: "open" };
       }
     } finally {
       clearTimeout(timer);
