@@ -3534,10 +3534,17 @@ export function createApp(deps: AppDeps): WebhookApp {
       const intentId = (typeof rawJob === "object" && rawJob !== null
         ? rawJob as Record<string, unknown>
         : {}).intentId;
+      // A give-up's letter counts the deliveries its queue made (as
+      // QStash's failure callback's does), not one.
+      const attempt = gaveUp === undefined
+        ? delivery
+        : (typeof gaveUp === "object" && gaveUp !== null
+          ? gaveUp as Record<string, unknown>
+          : {}).deliveries;
       return await keepUnreadable(
         "generic",
         JSON.stringify(rawJob),
-        { attempt: delivery, job: rawJob },
+        { attempt, job: rawJob },
         why,
         (jobId) =>
           badInput(

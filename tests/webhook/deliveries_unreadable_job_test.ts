@@ -100,3 +100,23 @@ Deno.test("POST /v1/deliveries answers 503 for a delivery whose job cannot be re
     /could not be kept as a dead letter; deliver it again/,
   );
 });
+
+Deno.test("POST /v1/deliveries keeps a give-up whose job cannot be read with the deliveries its queue counted, as QStash's failure callback's letter has its retries, not as one delivery", async () => {
+  const { app, store } = await makeApp({
+    intents: [{ id: "pi_0001", state: "authorized", hold: "pending" }],
+  });
+  const gaveUp = await app.request(
+    "/v1/deliveries",
+    await genericRequest(
+      JSON.stringify({
+        job: typo,
+        gaveUp: { deliveries: 7, messageId: "m-1" },
+      }),
+    ),
+  );
+  assert.equal(gaveUp.status, 400);
+  await gaveUp.body?.cancel();
+  const [letter] = (await store.listDeadLetters({ limit: 10 })).items;
+  assert.match(letter!.jobId, /^generic\/sha256-[0-9a-f]{32}\/unreadable$/);
+  assert.equal(letter!.deliveries, 7);
+});
