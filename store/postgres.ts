@@ -2873,6 +2873,8 @@ export class PostgresStore implements Store {
     });
     const unreached = await this.#probing;
     if (unreached !== undefined) return unreached;
+    // Closed meanwhile (which cut the probe short): nothing more is sent.
+    if (this.#closed) return undefined;
     if (this.#reopenedAt === this.#closes.count) return undefined;
     this.#reopenedAt = this.#closes.count;
     const max = Number(this.#sql.options?.max) || 1;
@@ -2891,16 +2893,25 @@ export class PostgresStore implements Store {
    */
   async #probe(): Promise<unknown> {
     let timer: ReturnType<typeof setTimeout> | undefined;
+    // Cut short by `close()` too: a probe never answered (see above)
+    // otherwise kept its timer for up to `PROBE_MS` past the client's end.
+    let stop = () => {};
     const late = new Promise<undefined>((resolve) => {
+      stop = () => resolve(undefined);
       timer = setTimeout(
-        () => resolve(undefined),
+        stop,
         Math.min(PROBE_MS, Math.ceil(this.#waitMs / 2)),
       );
     });
-    const [answer] = await Promise.race([this.#selectAnswers(1), late]) ??
-      [];
-    if (timer !== undefined) clearTimeout(timer);
-    return answer;
+    this.#onClose.add(stop);
+    try {
+      const [answer] = await Promise.race([this.#selectAnswers(1), late]) ??
+        [];
+      return answer;
+    } finally {
+      if (timer !== undefined) clearTimeout(timer);
+      this.#onClose.delete(stop);
+    }
   }
 
   /**

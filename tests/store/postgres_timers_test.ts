@@ -1,9 +1,12 @@
 import assert from "node:assert/strict";
+import postgres from "postgres";
 import { BusyError } from "../../mod.ts";
 import { createRelayer, ScriptedSender, type SenderScript } from "../../mod.ts";
 import { PostgresStore } from "../../store/postgres.ts";
 import { isNotRead } from "../../store/_not_written.ts";
+import { poolCloses } from "../../store/_postgres_closes.ts";
 import {
+  answeredAs,
   connect,
   freshSchema,
   postgresAvailable,
@@ -238,6 +241,85 @@ Deno.test({
       await admin.unsafe(`DROP SCHEMA "${schema}" CASCADE`);
     } finally {
       await sql.end({ timeout: 1 });
+      await admin.end();
+    }
+  }),
+});
+
+Deno.test({
+  name:
+    "PostgresStore.close() stops a write's probe of the pool after a lost connection, with its timer: one never answered (sent on a connection as it was lost) does not outlive the store's client",
+  ignore: !postgresAvailable,
+  ...sanitized,
+  fn: timeout(30_000, async () => {
+    const admin = await connect(1);
+    const schema = freshSchema();
+    const sql = postgres(await postgresUrl(), {
+      max: 2,
+      onnotice: () => {},
+      max_lifetime: null,
+      connection: { application_name: schema },
+    });
+    // The probe (`SELECT $1::int`) never answered, as postgres.js 3.4.9
+    // leaves a query handed to a connection between its socket's error and
+    // its close: the probe then waits out its own bound (1 s here).
+    let probed = () => {};
+    const asked = new Promise<void>((resolve) => probed = resolve);
+    let armed = false;
+    let closed = false;
+    const sentClosed: string[] = [];
+    const store = new PostgresStore(
+      answeredAs(sql, (text) => {
+        if (closed) sentClosed.push(text);
+        if (!armed || text !== "SELECT ?::int") return undefined;
+        armed = false;
+        probed();
+        return () => new Promise(() => {});
+      }),
+      { schema, connectionWaitMs: 2_000 },
+    );
+    try {
+      await store.migrate();
+      await store.createIntent({ id: "pi_1", hold: "pending" });
+      // The pool's sessions ended (terminated): the next write probes the
+      // pool first. Each connection keeps the server's goodbye and hands it
+      // to the query that opens it again (see `goodbyeBeforeSent`): taken
+      // here, so that the probe is sent and held, not refused.
+      const closes = poolCloses(sql);
+      const [ended] = await admin<{ n: number }[]>`
+        SELECT count(pg_terminate_backend(pid))::int AS n
+        FROM pg_stat_activity WHERE application_name = ${schema}`;
+      assert.ok(ended!.n > 0);
+      for (let waited = 0; closes.count < ended!.n; waited += 10) {
+        assert.ok(waited < 10_000, "the client never saw the closes");
+        await new Promise((resolve) => setTimeout(resolve, 10));
+      }
+      for (let tries = 0;; tries++) {
+        const answers = await Promise.allSettled(
+          [1, 2].map(() => sql`SELECT pg_sleep(0.05)`),
+        );
+        if (answers.every((answer) => answer.status === "fulfilled")) break;
+        assert.ok(tries < 10, "the pool never opened again");
+      }
+      armed = true;
+      const write = store.createIntent({ id: "pi_2" });
+      await asked;
+      store.close();
+      closed = true;
+      await assert.rejects(write, /as the store is closed/);
+      // A timer's turn: what the close set going ran its microtasks. Nothing
+      // was sent once closed: before, the probe cut short went on to its
+      // round of `SELECT 1`s, one per connection of the pool.
+      await new Promise((resolve) => setTimeout(resolve, 0));
+      assert.deepEqual(sentClosed, []);
+      await sql.end();
+      // Before: the probe's timer ran on for its second after the end,
+      // and this test failed the op sanitizer ("A timer was started in
+      // this test, but never completed").
+    } finally {
+      store.close();
+      await sql.end({ timeout: 1 });
+      await admin.unsafe(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
       await admin.end();
     }
   }),
