@@ -5,6 +5,8 @@
  * @module
  */
 
+import assert from "node:assert/strict";
+import postgres from "postgres";
 import {
   type OwnedPostgresServer,
   postgresBinDir,
@@ -115,5 +117,46 @@ export async function within<T>(promise: Promise<T>, ms: number): Promise<T> {
     ]);
   } finally {
     clearTimeout(timer);
+  }
+}
+
+/**
+ * The standby's URL once its database defaults to SERIALIZABLE: set on the
+ * primary (`ALTER DATABASE … SET default_transaction_isolation`), waited
+ * for until a session opened on the standby meets it (a session takes the
+ * database's settings as it starts), where every statement outside an
+ * explicit transaction is refused "cannot use serializable mode in a hot
+ * standby" (0A000).
+ */
+export async function serializableStandby(pair: Pair): Promise<string> {
+  const { password, port } = pair.primary;
+  const primary = postgres(
+    `postgres://postgres:${password}@127.0.0.1:${port}/postgres`,
+    { max: 1, onnotice: () => {} },
+  );
+  try {
+    await primary.unsafe(
+      `ALTER DATABASE postgres SET default_transaction_isolation = 'serializable'`,
+    );
+  } finally {
+    await primary.end();
+  }
+  const url =
+    `postgres://postgres:${password}@127.0.0.1:${pair.standbyPort}/postgres`;
+  for (let waited = 0;; waited += 50) {
+    const probe = postgres(url, {
+      max: 1,
+      fetch_types: false,
+      onnotice: () => {},
+    });
+    const met = await probe`SELECT 1`.then(
+      () => false,
+      (error: Error) =>
+        /cannot use serializable mode in a hot standby/.test(error.message),
+    );
+    await probe.end({ timeout: 0 });
+    if (met) return url;
+    assert.ok(waited < 10_000, "the standby never replayed the setting");
+    await new Promise((resolve) => setTimeout(resolve, 50));
   }
 }

@@ -18,7 +18,7 @@ import { moveKvToPostgres } from "../../store/kv_to_postgres.ts";
 import { PostgresStore } from "../../store/postgres.ts";
 import { isNotWritten } from "../../store/_not_written.ts";
 import { postgresAvailable } from "../_postgres.ts";
-import { startPair, within } from "./_postgres_pair.ts";
+import { serializableStandby, startPair, within } from "./_postgres_pair.ts";
 
 const options = {
   max: 2,
@@ -48,34 +48,8 @@ Deno.test({
         state: "authorized",
         hold: "pending",
       });
-      await primary.unsafe(
-        `ALTER DATABASE postgres SET default_transaction_isolation = 'serializable'`,
-      );
-      // Replayed once a session opened there meets the level (a session
-      // takes the database's settings as it starts).
-      for (let waited = 0;; waited += 50) {
-        const probe = postgres(
-          `postgres://postgres:${password}@127.0.0.1:${pair.standbyPort}/postgres`,
-          {
-            max: 1,
-            fetch_types: false,
-            onnotice: () => {},
-          },
-        );
-        const met = await probe`SELECT 1`.then(
-          () => false,
-          (error: Error) =>
-            /cannot use serializable mode in a hot standby/.test(error.message),
-        );
-        await probe.end({ timeout: 0 });
-        if (met) break;
-        assert.ok(waited < 10_000, "the standby never replayed the setting");
-        await new Promise((resolve) => setTimeout(resolve, 50));
-      }
-      const sql = postgres(
-        `postgres://postgres:${password}@127.0.0.1:${pair.standbyPort}/postgres`,
-        options,
-      );
+      const standby = await serializableStandby(pair);
+      const sql = postgres(standby, options);
       const store = new PostgresStore(sql, { schema: "relayer" });
       try {
         // Every statement there, as the server words it.

@@ -11,10 +11,9 @@
  */
 
 import assert from "node:assert/strict";
-import postgres from "postgres";
 import { KvStore } from "../../store/kv.ts";
 import { postgresAvailable } from "../_postgres.ts";
-import { startPair } from "../store/_postgres_pair.ts";
+import { serializableStandby, startPair } from "../store/_postgres_pair.ts";
 import { runMove } from "./_run_tool.ts";
 
 Deno.test({
@@ -23,13 +22,8 @@ Deno.test({
   ignore: !postgresAvailable,
   async fn() {
     const pair = await startPair();
-    const { password, port } = pair.primary;
     const dir = await Deno.makeTempDir({ prefix: "kv_to_postgres_standby_" });
     const path = `${dir}/relayer.kv`;
-    const primary = postgres(
-      `postgres://postgres:${password}@127.0.0.1:${port}/postgres`,
-      { max: 1, onnotice: () => {} },
-    );
     try {
       const kv = await Deno.openKv(path);
       try {
@@ -37,29 +31,7 @@ Deno.test({
       } finally {
         kv.close();
       }
-      await primary.unsafe(
-        `ALTER DATABASE postgres SET default_transaction_isolation = 'serializable'`,
-      );
-      const url =
-        `postgres://postgres:${password}@127.0.0.1:${pair.standbyPort}/postgres`;
-      // Replayed once a session opened there meets the level (a session
-      // takes the database's settings as it starts).
-      for (let waited = 0;; waited += 50) {
-        const probe = postgres(url, {
-          max: 1,
-          fetch_types: false,
-          onnotice: () => {},
-        });
-        const met = await probe`SELECT 1`.then(
-          () => false,
-          (error: Error) =>
-            /cannot use serializable mode in a hot standby/.test(error.message),
-        );
-        await probe.end({ timeout: 0 });
-        if (met) break;
-        assert.ok(waited < 10_000, "the standby never replayed the setting");
-        await new Promise((resolve) => setTimeout(resolve, 50));
-      }
+      const url = await serializableStandby(pair);
       const { code, out, err } = await runMove(
         { KV_PATH: path, DATABASE_URL: url },
         dir,
@@ -74,7 +46,6 @@ Deno.test({
       assert.equal(out, "");
       assert.equal(code, 2);
     } finally {
-      await primary.end({ timeout: 0 });
       await pair.stop();
       await Deno.remove(dir, { recursive: true });
     }
