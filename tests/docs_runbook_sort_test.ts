@@ -37,6 +37,37 @@ const shellAvailable = suitesAvailable(
   "apt-get install curl jq",
 );
 
+/**
+ * Runs `blocks` of runbook.md with bash in `dir`, after its first sh block
+ * (which sets `R`, then pointed at `port`), as an operator pastes them.
+ */
+async function runbookRun(
+  port: number,
+  dir: string,
+  ...blocks: string[]
+): Promise<{ success: boolean; stdout: string; stderr: string }> {
+  const top = Deno.readTextFileSync(join(ROOT, "docs/runbook.md"));
+  const first = /```sh\n([\s\S]*?)```/.exec(top);
+  assert.ok(first, "runbook.md has no sh block");
+  assert.match(first[1]!, /^R=/m, "runbook.md's first block sets R");
+  const run = await new Deno.Command("bash", {
+    args: [
+      "-c",
+      [first[1], `R=http://127.0.0.1:${port}`, ...blocks].join("\n"),
+    ],
+    cwd: dir,
+    env: { OPS_TOKEN: OPS },
+    stdout: "piped",
+    stderr: "piped",
+  }).output();
+  const decoder = new TextDecoder();
+  return {
+    success: run.success,
+    stdout: decoder.decode(run.stdout),
+    stderr: decoder.decode(run.stderr),
+  };
+}
+
 /** The `sh` blocks of runbook.md's section `heading`, up to the next heading. */
 function shBlocks(heading: string): string[] {
   const runbook = Deno.readTextFileSync(join(ROOT, "docs/runbook.md"));
@@ -108,24 +139,10 @@ Deno.test({
     );
     const dir = await Deno.makeTempDir();
     try {
-      const top = Deno.readTextFileSync(join(ROOT, "docs/runbook.md"));
-      const first = /```sh\n([\s\S]*?)```/.exec(top);
-      assert.ok(first, "runbook.md has no sh block");
-      assert.match(first[1]!, /^R=/m, "runbook.md's first block sets R");
       const [sort] = shBlocks("A burst of dead letters");
       assert.ok(sort, "runbook.md's 'A burst of dead letters' has no sh block");
-      const script = `${
-        first[1]
-      }\nR=http://127.0.0.1:${server.addr.port}\n${sort}`;
-      const run = await new Deno.Command("bash", {
-        args: ["-c", script],
-        cwd: dir,
-        env: { OPS_TOKEN: OPS },
-        stdout: "piped",
-        stderr: "piped",
-      }).output();
-      const stderr = new TextDecoder().decode(run.stderr);
-      assert.ok(run.success, `the sort failed: ${stderr}`);
+      const run = await runbookRun(server.addr.port, dir, sort);
+      assert.ok(run.success, `the sort failed: ${run.stderr}`);
       const states = new Map(
         Deno.readTextFileSync(join(dir, "states.txt")).trim().split("\n").map(
           (line) => line.split(" ") as [string, string],
@@ -192,22 +209,10 @@ for (const failFrom of [null, 1, 2] as const) {
       );
       const dir = await Deno.makeTempDir();
       try {
-        const top = Deno.readTextFileSync(join(ROOT, "docs/runbook.md"));
-        const first = /```sh\n([\s\S]*?)```/.exec(top)!;
         const [sort, discard] = shBlocks("A burst of dead letters");
         assert.ok(sort && discard, "runbook.md's burst section has its blocks");
-        const script = `${
-          first[1]
-        }\nR=http://127.0.0.1:${server.addr.port}\n${sort}\n${discard}`;
-        const run = await new Deno.Command("bash", {
-          args: ["-c", script],
-          cwd: dir,
-          env: { OPS_TOKEN: OPS },
-          stdout: "piped",
-          stderr: "piped",
-        }).output();
-        const stdout = new TextDecoder().decode(run.stdout);
-        const stderr = new TextDecoder().decode(run.stderr);
+        const run = await runbookRun(server.addr.port, dir, sort, discard);
+        const { stdout, stderr } = run;
         if (failFrom === null) {
           assert.ok(run.success, `the sort failed: ${stderr}`);
           const letters = JSON.parse(
@@ -316,8 +321,6 @@ Deno.test({
     );
     const dir = await Deno.makeTempDir();
     try {
-      const top = Deno.readTextFileSync(join(ROOT, "docs/runbook.md"));
-      const first = /```sh\n([\s\S]*?)```/.exec(top)!;
       const [, discard, redrive] = shBlocks("A burst of dead letters");
       assert.ok(
         discard && redrive,
@@ -331,17 +334,12 @@ Deno.test({
         join(dir, "states.txt"),
         "pi_back gone\npi_moved authorized\npi_ready authorized\n",
       );
-      const script = `${
-        first[1]
-      }\nR=http://127.0.0.1:${server.addr.port}\n${discard}\n${redrive}`;
-      const run = await new Deno.Command("bash", {
-        args: ["-c", script],
-        cwd: dir,
-        env: { OPS_TOKEN: OPS },
-        stdout: "piped",
-        stderr: "piped",
-      }).output();
-      const stdout = new TextDecoder().decode(run.stdout);
+      const { stdout } = await runbookRun(
+        server.addr.port,
+        dir,
+        discard,
+        redrive,
+      );
       const lines = stdout.trimEnd().split("\n");
       assert.equal(lines.length, 3, stdout);
       assert.match(lines[0]!, /^409 pi_back: \S.*/);
@@ -380,7 +378,6 @@ Deno.test({
     const dir = await Deno.makeTempDir();
     try {
       const runbook = Deno.readTextFileSync(join(ROOT, "docs/runbook.md"));
-      const first = /```sh\n([\s\S]*?)```/.exec(runbook)!;
       const line =
         /`(grep 'failed unexpectedly' relayer\.log [^`]*\/v1\/jobs[^`]*)`/
           .exec(runbook);
@@ -390,17 +387,8 @@ Deno.test({
         "worker  pi_held/settle  failed unexpectedly\n" +
           "worker  pi_gone/settle  failed unexpectedly\n",
       );
-      const run = await new Deno.Command("bash", {
-        args: [
-          "-c",
-          `${first[1]}\nR=http://127.0.0.1:${server.addr.port}\n${line[1]}`,
-        ],
-        cwd: dir,
-        env: { OPS_TOKEN: OPS },
-        stdout: "piped",
-        stderr: "piped",
-      }).output();
-      const lines = new TextDecoder().decode(run.stdout).trimEnd().split("\n");
+      const { stdout } = await runbookRun(server.addr.port, dir, line[1]!);
+      const lines = stdout.trimEnd().split("\n");
       assert.equal(lines.length, 2, lines.join("\n"));
       assert.match(lines[0]!, /^pi_gone \{.*"status":404,"detail":"\S/);
       assert.match(lines[1]!, /^pi_held \{.*"enqueued":true\}$/);
