@@ -319,3 +319,19 @@ export function countingApp(store: Store, now: () => number): {
   });
   return { app, lines, sent: () => sends };
 }
+
+/**
+ * `store`, but its `putDeadLetter` fails (with `message`): a store down
+ * just as an unreadable message is to be kept.
+ */
+export function lettersDown<S extends Store>(
+  store: S,
+  message = "store down",
+): S {
+  return new Proxy(store, {
+    get: (target, key) =>
+      key === "putDeadLetter"
+        ? () => Promise.reject(new Error(message))
+        : Reflect.get(target, key, target),
+  });
+}

@@ -9,6 +9,7 @@ import { heldBySession } from "../../store/_held_lock.ts";
 import {
   AUTHORIZED,
   genericRequest,
+  lettersDown,
   makeApp,
   NOW,
   OPS,
@@ -789,12 +790,7 @@ Deno.test("createApp() answers 503 for an unreadable QStash message it cannot ke
   const memory = new MemoryStore();
   const { app } = await makeApp({
     deps: {
-      store: new Proxy(memory, {
-        get: (target, key) =>
-          key === "putDeadLetter"
-            ? () => Promise.reject(new Error("store down"))
-            : Reflect.get(target, key, target),
-      }),
+      store: lettersDown(memory),
     },
   });
   const res = await app.request("/v1/qstash", await qstashRequest("{"));
@@ -1283,12 +1279,7 @@ Deno.test("createApp() answers 503 for an unreadable Pub/Sub message it cannot k
   const memory = new MemoryStore();
   const google = await theGoogle();
   const app = createApp({
-    store: new Proxy(memory, {
-      get: (target, key) =>
-        key === "putDeadLetter"
-          ? () => Promise.reject(new Error("KV down at secret-host"))
-          : Reflect.get(target, key),
-    }),
+    store: lettersDown(memory, "KV down at secret-host"),
     sender: new ScriptedSender({}),
     pubsub: {
       audience: PUBSUB.audience,

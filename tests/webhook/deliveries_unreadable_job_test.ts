@@ -14,7 +14,7 @@
 
 import assert from "node:assert/strict";
 import { MemoryStore } from "../../mod.ts";
-import { genericRequest, makeApp, OPS } from "./_app.ts";
+import { genericRequest, lettersDown, makeApp, OPS } from "./_app.ts";
 
 const typo = { intentId: "pi_0001", kind: "Settle" };
 
@@ -82,12 +82,7 @@ Deno.test("POST /v1/deliveries answers 503 for a delivery whose job cannot be re
   const memory = new MemoryStore();
   const { app } = await makeApp({
     deps: {
-      store: new Proxy(memory, {
-        get: (target, key) =>
-          key === "putDeadLetter"
-            ? () => Promise.reject(new Error("store down"))
-            : Reflect.get(target, key, target),
-      }),
+      store: lettersDown(memory),
     },
   });
   const res = await app.request(
