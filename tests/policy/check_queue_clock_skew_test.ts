@@ -18,20 +18,14 @@ import {
 import { ConfigError, loadConfig } from "../../webhook/config.ts";
 import { schedule } from "../../tools/schedule.ts";
 import { runs } from "../_fc.ts";
+import { PUBSUB_ENV, QSTASH_ENV } from "../webhook/_config.ts";
 
 const base = {
   SENDER_URL: "http://127.0.0.1:9000",
   WEBHOOK_SECRET: "a-webhook-secret-16",
 };
-const qstash = {
-  QSTASH_CURRENT_SIGNING_KEY: "sig_current_0123456789",
-  QSTASH_NEXT_SIGNING_KEY: "sig_next_0123456789ab",
-  PUBLIC_URL: "https://relayer.example.test",
-};
-const pubsub = {
-  PUBSUB_AUDIENCE: "https://relayer.example.test/v1/pubsub",
-  PUBSUB_SERVICE_ACCOUNT: "pusher@p.iam.gserviceaccount.com",
-};
+const qstash = QSTASH_ENV;
+const pubsub = PUBSUB_ENV;
 
 /** The setting loadConfig refuses `env` for, or null where it starts. */
 function refusedFor(env: Record<string, string>): string | null {

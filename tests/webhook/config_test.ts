@@ -13,6 +13,7 @@ import { ConfigError, loadConfig, routeOptions } from "../../webhook/config.ts";
 import { createApp } from "../../webhook/app.ts";
 import { signHmac } from "./_signing.ts";
 import { runs } from "../_fc.ts";
+import { PUBSUB_ENV, QSTASH_ENV } from "./_config.ts";
 
 const base = {
   SENDER_URL: "http://127.0.0.1:9000",
@@ -702,15 +703,8 @@ Deno.test("main.ts refuses to start on a bad setting with one line that names it
   assert.ok(!lines[0]!.includes("a-webhook-secret-16"));
 });
 
-const qstash = {
-  QSTASH_CURRENT_SIGNING_KEY: "sig_current_0123456789",
-  QSTASH_NEXT_SIGNING_KEY: "sig_next_0123456789ab",
-  PUBLIC_URL: "https://relayer.example.test",
-};
-const pubsub = {
-  PUBSUB_AUDIENCE: "https://relayer.example.test/v1/pubsub",
-  PUBSUB_SERVICE_ACCOUNT: "pusher@p.iam.gserviceaccount.com",
-};
+const qstash = QSTASH_ENV;
+const pubsub = PUBSUB_ENV;
 /** The give-up route a Pub/Sub dead-letter policy needs. */
 const deadLetter = {
   PUBSUB_DEAD_LETTER_AUDIENCE: "https://relayer.example.test/v1/pubsub/dead",
