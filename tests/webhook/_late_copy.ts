@@ -7,6 +7,7 @@
  * @module
  */
 
+import assert from "node:assert/strict";
 import { ScriptedSender, type Store } from "../../mod.ts";
 import { type AppDeps, createApp } from "../../webhook/app.ts";
 import {
@@ -71,6 +72,25 @@ export async function authorizedApp(
     ...deps,
   });
   return { app, clock, sender, store };
+}
+
+/**
+ * Sends `init` on `POST /v1/deliveries` and holds that it was taken as a
+ * late copy of a message its queue gave up on: 200, nothing sent, and
+ * `pi_0002` still authorized.
+ */
+export async function assertLateCopy(
+  { app, sender, store }: Awaited<ReturnType<typeof authorizedApp>>,
+  init: RequestInit,
+): Promise<void> {
+  const late = await app.request("/v1/deliveries", init);
+  assert.equal(late.status, 200);
+  assert.equal(
+    (await late.json()).reason,
+    "the queue gave up on this message before: a late copy, nothing sent",
+  );
+  assert.equal(sends(sender), 0);
+  assert.equal((await store.getIntent("pi_0002"))?.state, "authorized");
 }
 
 /** How many sends `sender` was asked for. */

@@ -16,7 +16,14 @@
 import assert from "node:assert/strict";
 import { MemoryStore, type Store } from "../../mod.ts";
 import { KvStore } from "../../store/kv.ts";
-import { authorizedApp, generic, job, LATER_MS, sends } from "./_late_copy.ts";
+import {
+  assertLateCopy,
+  authorizedApp,
+  generic,
+  job,
+  LATER_MS,
+  sends,
+} from "./_late_copy.ts";
 
 /**
  * Runs `run` as one test per store: the memory store, and Deno KV in
@@ -92,7 +99,8 @@ Deno.test("POST /v1/deliveries takes a gaveUp of null as left out: the body is a
 });
 
 Deno.test("POST /v1/deliveries takes a delivery or messageId of null beside gaveUp as left out: the give-up resolves, a repeat changes nothing, and a late copy of its message sends nothing", async () => {
-  const { app, clock, sender, store } = await authorizedApp(new MemoryStore());
+  const fixture = await authorizedApp(new MemoryStore());
+  const { app, clock, store } = fixture;
   const body = {
     job,
     delivery: null,
@@ -122,17 +130,10 @@ Deno.test("POST /v1/deliveries takes a delivery or messageId of null beside gave
   );
   // Its queue's late copy of m-1, every field written: nothing sent.
   clock.now += LATER_MS;
-  const late = await app.request(
-    "/v1/deliveries",
+  await assertLateCopy(
+    fixture,
     generic({ job, delivery: 2, messageId: "m-1", gaveUp: null }, clock.now),
   );
-  assert.equal(late.status, 200);
-  assert.equal(
-    (await late.json()).reason,
-    "the queue gave up on this message before: a late copy, nothing sent",
-  );
-  assert.equal(sends(sender), 0);
-  assert.equal((await store.getIntent("pi_0002"))?.state, "authorized");
 });
 
 onEachStore(
