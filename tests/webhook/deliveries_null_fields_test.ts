@@ -267,7 +267,7 @@ onEachStore(
       );
     }
     // A late copy of a message given up on, on an authorized intent.
-    const { app, clock, sender } = await authorizedApp(await open());
+    const { app, clock, sender, store } = await authorizedApp(await open());
     const gaveUp = await app.request(
       "/v1/deliveries",
       generic({ job, gaveUp: { messageId: "order 42" } }, clock.now),
@@ -292,5 +292,30 @@ onEachStore(
     assert.equal(empty.status, 503, await empty.clone().text());
     assert.equal((await empty.json()).delivery, 1);
     assert.equal(sends(sender), 1);
+    assert.equal(await store.deliveries("pi_0002/settle"), 1);
+  },
+);
+
+onEachStore(
+  "POST /v1/deliveries counts two messages of one job whose ids are named by their hash apart, as two ids of printable ASCII are: a second message's first delivery is its 1st",
+  async (open) => {
+    const { app, clock } = await authorizedApp(await open());
+    for (
+      const [messageId, count] of [
+        ["order 42", 1],
+        ["order 42", 2],
+        ["order 43", 1],
+        ["zahlung-é-1", 1],
+        ["order 43", 2],
+      ] as const
+    ) {
+      clock.now += 1000;
+      const res = await app.request(
+        "/v1/deliveries",
+        generic({ job, messageId }, clock.now),
+      );
+      assert.equal(res.status, 503, await res.clone().text());
+      assert.equal((await res.json()).delivery, count, messageId);
+    }
   },
 );
