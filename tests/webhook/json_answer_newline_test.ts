@@ -9,6 +9,7 @@
 import assert from "node:assert/strict";
 import { makeApp, OPS } from "./_app.ts";
 import { genericRequest } from "./_app.ts";
+import { deadLetter } from "../store/_contract.ts";
 
 const ops = { authorization: `Bearer ${OPS}` };
 
@@ -39,4 +40,34 @@ Deno.test("the webhook's JSON answers, its ops routes', its deliveries' and its 
     assert.ok(text.endsWith("}\n"), `${path}: ${JSON.stringify(text)}`);
     JSON.parse(text); // still JSON
   }
+});
+
+Deno.test("a redrive's and a discard's JSON answers end in one newline too", async () => {
+  const published: unknown[] = [];
+  const { app, store } = await makeApp({
+    intents: [
+      { id: "pi_0001", state: "created" },
+      { id: "pi_0002", state: "failed", hold: "voided" },
+    ],
+    deps: {
+      redriveTo: {
+        publish: (job) => Promise.resolve(void published.push(job)),
+      },
+    },
+  });
+  await store.putDeadLetter(deadLetter("pi_0001/settle", 1));
+  await store.putDeadLetter(deadLetter("pi_0002/settle", 1));
+  const asks: [string, string, number][] = [
+    ["/v1/dead-letters/pi_0001/settle/redrive", "POST", 202],
+    ["/v1/dead-letters/pi_0002/settle", "DELETE", 200],
+  ];
+  for (const [path, method, status] of asks) {
+    const res = await app.request(path, { method, headers: ops });
+    const text = await res.text();
+    assert.equal(res.status, status, `${path}: ${text}`);
+    assert.match(res.headers.get("content-type") ?? "", /json/, path);
+    assert.ok(text.endsWith("}\n"), `${path}: ${JSON.stringify(text)}`);
+    JSON.parse(text); // still JSON
+  }
+  assert.equal(published.length, 1);
 });
