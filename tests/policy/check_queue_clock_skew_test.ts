@@ -122,3 +122,28 @@ Deno.test("checkQueue() says window_short exactly where deno task schedule says 
     { numRuns: runs(500) },
   );
 });
+
+Deno.test("checkQueue() refuses a clockSkewMs that is no number of milliseconds on every kind, where a NaN would have passed any window", () => {
+  const queues: QueueLimits[] = [
+    { kind: "qstash", retries: 9 },
+    { kind: "pubsub", minBackoffMs: 10_000, maxBackoffMs: 600_000 },
+    { kind: "cloudflare", maxRetries: 9 },
+    { kind: "kv" },
+  ];
+  for (const queue of queues) {
+    for (const clockSkewMs of [Number.NaN, -1, 1.5, "5s"]) {
+      assert.throws(
+        () =>
+          checkQueue(DEFAULT_POLICY, {
+            ...queue,
+            clockSkewMs,
+          } as unknown as QueueLimits),
+        (error: unknown) =>
+          error instanceof RangeError &&
+          /^Cannot read queue limits as 'clockSkewMs' must be an integer number of milliseconds >= 0: current value is /
+            .test(error.message),
+        `${queue.kind} ${String(clockSkewMs)}`,
+      );
+    }
+  }
+});
