@@ -933,6 +933,34 @@ Deno.test("loadConfig() refuses Pub/Sub whose own backoff cannot outlast STUCK_A
     "PUBSUB_MIN_BACKOFF",
     /No minimum backoff Pub\/Sub allows \(at most 10m\) is enough: raise MAX_DELIVERIES to at least 3/,
   );
+  // The deliveries named outlast STUCK_AFTER and CLOCK_SKEW together:
+  // 20m5s needs 3 gaps of 10m (4 deliveries), 20m alone 2 (3), which
+  // the operator would set, and be refused again.
+  const far = {
+    ...base,
+    ...pubsub,
+    MAX_DELIVERIES: "2",
+    BASE: "3h",
+    CAP: "3h",
+    STUCK_AFTER: "20m",
+    PUBSUB_MIN_BACKOFF: "10m",
+  };
+  refused(
+    far,
+    "PUBSUB_MIN_BACKOFF",
+    /raise MAX_DELIVERIES to at least 4 with a 10m minimum backoff, or lower STUCK_AFTER or CLOCK_SKEW$/,
+  );
+  refused(
+    { ...far, MAX_DELIVERIES: "3" },
+    "PUBSUB_MIN_BACKOFF",
+    /raise MAX_DELIVERIES to at least 4 /,
+  );
+  assert.doesNotThrow(() => loadConfig({ ...far, MAX_DELIVERIES: "4" }));
+  refused(
+    { ...far, CLOCK_SKEW: "0" },
+    "PUBSUB_MIN_BACKOFF",
+    /raise MAX_DELIVERIES to at least 3 with a 10m minimum backoff, or lower STUCK_AFTER$/,
+  );
 });
 
 Deno.test("loadConfig() refuses, with Pub/Sub push, a SENDER_TIMEOUT no acknowledgement deadline can cover", () => {
