@@ -400,6 +400,15 @@ Deno.test("a signed unreadable QStash message sent under another message's Upsta
   assert.equal(await statusOf(await post(first, await signQStash(first))), 489);
   const letter = "qstash/msg_1/unreadable";
   assert.equal((await store.getDeadLetter(letter))?.intentId, "pi_0001");
+  // QStash's own retry of msg_1 (a token of its own): the same letter,
+  // kept again under its id, and no other.
+  assert.equal(await statusOf(await post(first, await signQStash(first))), 489);
+  assert.deepEqual(
+    (await store.listDeadLetters({ limit: 10 })).items.map((kept) =>
+      kept.jobId
+    ),
+    [letter],
+  );
   // Another signed message, held in transit and sent under msg_1's id.
   const other = "{";
   const token = await signQStash(other);
