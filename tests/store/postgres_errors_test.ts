@@ -2,6 +2,7 @@ import assert from "node:assert/strict";
 import {
   connectionLost,
   goodbyeBeforeSent,
+  serializableOnStandby,
 } from "../../store/_postgres_errors.ts";
 import postgres from "postgres";
 import { isNotWritten } from "../../store/_not_written.ts";
@@ -97,6 +98,27 @@ Deno.test("isTypeFetchLost() takes only postgres.js's array-types query failing 
   ) {
     assert.equal(isTypeFetchLost(reason), false, name);
   }
+});
+
+Deno.test("serializableOnStandby() takes a hot standby's refusal of SERIALIZABLE (0A000, its words) alone: not another 0A000, as a cached plan the schema changed under, which the store asks again as stale, nor the words under another code", () => {
+  const TYPES =
+    "select b.oid, b.typarray from pg_catalog.pg_type a left join pg_catalog.pg_type b on b.oid = a.typelem where a.typcategory = 'A' group by b.oid, b.typarray order by b.oid";
+  const refused = (code: string, message: string, query?: string) =>
+    Object.assign(new Error(message), {
+      severity: "ERROR",
+      code,
+      ...(query === undefined ? {} : { query }),
+    });
+  const standby = "cannot use serializable mode in a hot standby";
+  const stale = "cached plan must not change result type";
+  assert.equal(serializableOnStandby(refused("0A000", standby)), true);
+  assert.equal(serializableOnStandby(refused("0A000", stale)), false);
+  assert.equal(serializableOnStandby(refused("25006", standby)), false);
+  assert.equal(serializableOnStandby(null), false);
+  // postgres.js's type query on a new connection: taken where a standby
+  // refused it, not where it failed another way with the same code.
+  assert.equal(isTypeFetchLost(refused("0A000", standby, TYPES)), true);
+  assert.equal(isTypeFetchLost(refused("0A000", stale, TYPES)), false);
 });
 
 Deno.test("goodbyeBeforeSent() takes the server's goodbye to a session (FATAL, class 57, or an idle transaction timed out) as a request never sent, and a statement's own failure or a lost socket as not", () => {
