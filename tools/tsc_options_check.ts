@@ -58,9 +58,47 @@ async function tscOptionsCheck(): Promise<number> {
       ...Object.fromEntries(notUnder.map((option) => [option, true])),
     },
   });
+  const verdict = tscOptionsVerdict(
+    notUnder,
+    errors,
+    Object.keys(lane.extra ?? {}),
+  );
+  for (const line of verdict.lines) console.log(line);
+  return verdict.ok ? 0 : 1;
+}
+
+/**
+ * The check's verdict on `tsc`'s errors under every option of `notUnder`:
+ * each option's own error ({@linkcode OPTION_ERRORS}) found in the
+ * package's sources (a file of `extra`, the docs' services, does not
+ * count), and no error of another code anywhere. A pure function of what
+ * `tsc` said, so its refusals are tested without running `tsc`.
+ *
+ * @example
+ * ```ts
+ * import { tscOptionsVerdict } from "./tsc_options_check.ts";
+ * import assert from "node:assert/strict";
+ *
+ * const verdict = tscOptionsVerdict(["noImplicitReturns"], [
+ *   "policy/decide.ts(3,10): error TS7030: Not all code paths return a value.",
+ * ], []);
+ * assert.equal(verdict.ok, true);
+ * assert.equal(tscOptionsVerdict(["noImplicitReturns"], [], []).ok, false);
+ * ```
+ *
+ * @param notUnder The options the sentence says the sources do not compile under.
+ * @param errors Each error `tsc` reported, paths from the repository root.
+ * @param extra The files that are not the package's own (the lane's extra files).
+ * @returns Whether the sentence holds, and the lines that say so or what fails.
+ */
+export function tscOptionsVerdict(
+  notUnder: readonly string[],
+  errors: readonly string[],
+  extra: readonly string[],
+): { ok: boolean; lines: string[] } {
+  const lines: string[] = [];
   // The claim is the package's: an option only the docs' services (the
   // lane's extra files, an adopter's own code) fail under does not count.
-  const extra = Object.keys(lane.extra ?? {});
   const own = errors.filter((error) =>
     !extra.some((name) => error.startsWith(`${name}(`))
   );
@@ -74,11 +112,11 @@ async function tscOptionsCheck(): Promise<number> {
     const found = byCode.get(code) ?? [];
     if (found.length === 0) {
       ok = false;
-      console.log(
+      lines.push(
         `tsc-options-check: FAIL the package's sources compile under ${option} (no ${code} in them), where docs/api.md#from-node says they do not: move it to the options they compile under`,
       );
     } else {
-      console.log(
+      lines.push(
         `  ${option}: ${found.length} × ${code} in the package's sources, e.g. ${
           found[0]!.split("\n")[0]
         }`,
@@ -91,20 +129,20 @@ async function tscOptionsCheck(): Promise<number> {
   );
   if (other.length > 0) {
     ok = false;
-    console.log(
+    lines.push(
       `tsc-options-check: FAIL ${other.length} error(s) no option of the sentence gives, so the sources fail for another reason too (tests/node/node_types_test.ts shows it alone):\n${
         other.join("\n")
       }`,
     );
   }
   if (ok) {
-    console.log(
+    lines.push(
       `tsc-options-check: as docs/api.md#from-node says, the sources do not compile under ${
         notUnder.join(", ")
       }: each gives its own error and nothing else fails`,
     );
   }
-  return ok ? 0 : 1;
+  return { ok, lines };
 }
 
 if (import.meta.main) await runMain("tsc-options-check", tscOptionsCheck);
