@@ -27,6 +27,8 @@ import { CheckError, ROOT, runMain } from "./_check.ts";
 import { cachedVersion, npmInstall, run } from "./_npm_cache.ts";
 import type { KvConnectOpening } from "./_kv_connect_probe.ts";
 
+export type { KvConnectOpening };
+
 /** The Deno that Deno Deploy's Runtime page names, which the docs name too. */
 export const DEPLOY_DENO_VERSION = "2.5.0";
 
@@ -52,22 +54,52 @@ const DOCS = ["docs/routes.md", "docs/reliability.md"] as const;
 async function unsaid(version: string): Promise<string[]> {
   const wrong: string[] = [];
   for (const doc of DOCS) {
-    const text = await Deno.readTextFile(`${ROOT}${doc}`);
-    const paragraph = text.split(/\n\s*\n/).find((part) =>
-      part.includes(`\`${TEST}\``)
+    const line = docUnsaid(
+      doc,
+      await Deno.readTextFile(`${ROOT}${doc}`),
+      version,
     );
-    if (paragraph === undefined) {
-      wrong.push(`${doc} no longer cites \`${TEST}\``);
-    } else if (
-      !paragraph.replace(/\s+/g, " ").includes(`Deno ${version}`) ||
-      !paragraph.includes("deploy-check")
-    ) {
-      wrong.push(
-        `${doc}'s paragraph citing \`${TEST}\` does not name Deno ${version} and deploy-check`,
-      );
-    }
+    if (line !== undefined) wrong.push(line);
   }
   return wrong;
+}
+
+/**
+ * Why `text`, the doc `doc`, does not say what runs: its paragraph citing
+ * `tests/deploy_run_test.ts` is gone, or does not name `Deno <version>`
+ * (across a line break too) and `deploy-check`.
+ *
+ * @example
+ * ```ts
+ * import { docUnsaid } from "./deploy_check.ts";
+ * import assert from "node:assert/strict";
+ *
+ * const text = "Runs on Deno\n2.5.0 (`tests/deploy_run_test.ts`, deploy-check).";
+ * assert.equal(docUnsaid("docs/routes.md", text, "2.5.0"), undefined);
+ * assert.match(docUnsaid("docs/routes.md", text, "2.6.0")!, /does not name Deno 2\.6\.0/);
+ * ```
+ *
+ * @param doc The doc's path, as the line names it.
+ * @param text The doc's text.
+ * @param version The pinned version.
+ * @returns One line saying what is wrong; `undefined` where it says what runs.
+ */
+export function docUnsaid(
+  doc: string,
+  text: string,
+  version: string,
+): string | undefined {
+  const paragraph = text.split(/\n\s*\n/).find((part) =>
+    part.includes(`\`${TEST}\``)
+  );
+  if (paragraph === undefined) return `${doc} no longer cites \`${TEST}\``;
+  if (
+    !paragraph.replace(/\s+/g, " ").includes(`Deno ${version}`) ||
+    !paragraph.includes("deploy-check")
+  ) {
+    return `${doc}'s paragraph citing \`${TEST}\` does not name Deno ${version} and deploy-check`;
+  }
+  return undefined;
 }
 
 /**
@@ -166,13 +198,48 @@ async function kvConnectOpening(
   if (probed.code !== 0 || line === undefined) {
     return `${label} exited ${probed.code} with no answer: ${probed.out.trim()}`;
   }
-  const said = JSON.parse(line) as KvConnectOpening;
+  return openingDiffers(JSON.parse(line) as KvConnectOpening, version, label);
+}
+
+/**
+ * What differs between the probe's answer (`said`) and what docs/routes.md
+ * says of `Deno.openKv(url)` on Deno `version`: run on another Deno, or
+ * the opening did not resolve before any request, or asked more than the
+ * metadata endpoint (`POST /kv {"supportedVersions":…}`) after.
+ *
+ * @example
+ * ```ts
+ * import { openingDiffers } from "./deploy_check.ts";
+ * import assert from "node:assert/strict";
+ *
+ * const said = {
+ *   deno: "2.5.0",
+ *   opened: "resolved",
+ *   atOpen: 0,
+ *   requests: ['POST /kv {"supportedVersions":[1,2,3]}'],
+ * };
+ * assert.equal(openingDiffers(said, "2.5.0", "probe"), undefined);
+ * assert.equal(openingDiffers({ ...said, atOpen: 1 }, "2.5.0", "probe")?.startsWith("probe: "), true);
+ * ```
+ *
+ * @param said The probe's answer.
+ * @param version The pinned version.
+ * @param label What ran, as the line names it.
+ * @returns What differs, on one line; `undefined` when it holds.
+ */
+export function openingDiffers(
+  said: KvConnectOpening,
+  version: string,
+  label: string,
+): string | undefined {
   const others = said.requests.filter((request) =>
     !/^POST \/kv \{"supportedVersions":/.test(request)
   );
   if (said.deno !== version) return `${label} ran on Deno ${said.deno}`;
   if (said.opened !== "resolved" || said.atOpen !== 0 || others.length > 0) {
-    return `${label}: ${line}, where docs/routes.md says the opening resolves before any request, then asks only the metadata endpoint, and a refusal there does not reject it: say there what Deno ${version} does`;
+    return `${label}: ${
+      JSON.stringify(said)
+    }, where docs/routes.md says the opening resolves before any request, then asks only the metadata endpoint, and a refusal there does not reject it: say there what Deno ${version} does`;
   }
   return undefined;
 }
