@@ -113,20 +113,33 @@ const HOLDS: [string, string][] = [
   ],
 ];
 
+/**
+ * Holds that `service` refused to start once the start's 5 s wait on
+ * `path`'s lock had passed, in one line, `cause` (a pattern's source) after
+ * the lock's words, and never calling it a new file.
+ */
+async function refusedLocked(
+  service: ReturnType<typeof startMain>,
+  path: string,
+  cause: string,
+): Promise<void> {
+  const { code, stderr, waited } = await refusal(service);
+  assert.equal(code, 1, stderr);
+  assertOneLine(
+    stderr,
+    new RegExp(
+      `^relayer: cannot start: KV_PATH: ${path} stayed locked by another handle for 5s ${cause}`,
+    ),
+  );
+  assert.doesNotMatch(stderr, /new file/);
+  assert.ok(waited >= 4_000, `refused after ${waited} ms, before the wait`);
+}
+
 /** A new file another instance holds as it makes it, still locked after the start's wait. */
 async function newFileStillLocked(): Promise<void> {
   const { dir, path, lock, service } = await startLocked();
   try {
-    const { code, stderr, waited } = await refusal(service);
-    assert.equal(code, 1, stderr);
-    assertOneLine(
-      stderr,
-      new RegExp(
-        `^relayer: cannot start: KV_PATH: ${path} stayed locked by another handle for 5s \\(Error: database is locked\\): `,
-      ),
-    );
-    assert.doesNotMatch(stderr, /new file/);
-    assert.ok(waited >= 4_000, `refused after ${waited} ms, before the wait`);
+    await refusedLocked(service, path, "\\(Error: database is locked\\): ");
   } finally {
     lock.release();
     service.kill();
@@ -146,16 +159,11 @@ async function storeHeld(sql: string): Promise<void> {
     writeDir: dir,
   });
   try {
-    const { code, stderr, waited } = await refusal(service);
-    assert.equal(code, 1, stderr);
-    assertOneLine(
-      stderr,
-      new RegExp(
-        `^relayer: cannot start: KV_PATH: ${path} stayed locked by another handle for 5s \\(.*\\): a program holds it in a transaction \\(sqlite3, a backup tool\\)\\. End that transaction, then start again \\(keep KV_PATH: the store holds every payment's record\\)\\.$`,
-      ),
+    await refusedLocked(
+      service,
+      path,
+      "\\(.*\\): a program holds it in a transaction \\(sqlite3, a backup tool\\)\\. End that transaction, then start again \\(keep KV_PATH: the store holds every payment's record\\)\\.$",
     );
-    assert.doesNotMatch(stderr, /new file/);
-    assert.ok(waited >= 4_000, `refused after ${waited} ms, before the wait`);
   } finally {
     service.kill();
     await service.ended();
