@@ -13,6 +13,14 @@ import {
   startPostgres,
 } from "../../support/postgres_server.ts";
 
+/** The suites' client options for the pair's servers (no lifetime timer, a 5 s connect). */
+export const PAIR_CLIENT = {
+  max: 2,
+  onnotice: () => {},
+  max_lifetime: null,
+  connect_timeout: 5,
+};
+
 /** A primary and a hot standby streaming from it. */
 export interface Pair {
   primary: OwnedPostgresServer;

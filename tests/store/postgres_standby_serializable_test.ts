@@ -18,14 +18,14 @@ import { moveKvToPostgres } from "../../store/kv_to_postgres.ts";
 import { PostgresStore } from "../../store/postgres.ts";
 import { isNotWritten } from "../../store/_not_written.ts";
 import { postgresAvailable } from "../_postgres.ts";
-import { serializableStandby, startPair, within } from "./_postgres_pair.ts";
+import {
+  PAIR_CLIENT,
+  serializableStandby,
+  startPair,
+  within,
+} from "./_postgres_pair.ts";
 
-const options = {
-  max: 2,
-  onnotice: () => {},
-  max_lifetime: null,
-  connect_timeout: 5,
-};
+const options = PAIR_CLIENT;
 
 Deno.test({
   name:

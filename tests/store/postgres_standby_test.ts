@@ -26,14 +26,14 @@ import { moveKvToPostgres } from "../../store/kv_to_postgres.ts";
 import { PostgresStore } from "../../store/postgres.ts";
 import { postgresAvailable } from "../_postgres.ts";
 import { countedSocket } from "./_counted_socket.ts";
-import { standbyFirst, startPair, within } from "./_postgres_pair.ts";
+import {
+  PAIR_CLIENT,
+  standbyFirst,
+  startPair,
+  within,
+} from "./_postgres_pair.ts";
 
-const options = {
-  max: 2,
-  onnotice: () => {},
-  max_lifetime: null,
-  connect_timeout: 5,
-};
+const options = PAIR_CLIENT;
 
 Deno.test({
   name:
