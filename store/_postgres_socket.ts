@@ -112,7 +112,10 @@ export interface AnsweredSocket {
     sslnegotiation?: unknown;
   }): PostgresSocket;
   /**
-   * Resolves once every socket made so far has closed, or after `ms`.
+   * Resolves once every socket made so far has closed, or, after `ms`,
+   * once it destroyed those left (a connection the client's end let go of
+   * unclosed) and they closed, their connections' timers with them (after
+   * another `ms` at most).
    * postgres.js 3.4.9's `sql.end()` resolves before a busy connection's
    * socket closes, and the timers of that connection (its lifetime, this
    * socket's watch on the Terminate it wrote) run until it does: a stop
@@ -540,7 +543,19 @@ export function answeredSocket(
           drained.delete(done);
           resolve();
         };
-        const timer = setTimeout(done, ms);
+        // At the bound, the sockets left are the ones the client's end let
+        // go of without closing: a connect its end left waiting, made
+        // before this call (postgres.js 3.4.9 opens it anew, with no query,
+        // and keeps it in its ended pool), or one still connecting as the
+        // end came (it ends only an open socket, and takes its listeners
+        // off). Each stayed open on the server with its connection's
+        // connect and lifetime timers running, up to an hour. Destroyed, their
+        // close reaches postgres.js, which ends those timers; then it
+        // resolves (another `ms` at most).
+        let timer = setTimeout(() => {
+          for (const raw of live) raw.destroy();
+          timer = setTimeout(done, ms);
+        }, ms);
         drained.add(done);
       });
     },

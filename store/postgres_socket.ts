@@ -93,8 +93,9 @@ export type { AnsweredSocket, PostgresSocket } from "./_postgres_socket.ts";
  *   each such wait (its outputs clamped into `[0, 1)`); `Math.random` by
  *   default.
  * @returns `{ socket }`, to spread into postgres.js's options. Its
- *   `socket.closed(ms)` resolves once every socket it made has closed (or
- *   after `ms`), for a stop that must leave no timer behind; call it once
+ *   `socket.closed(ms)` resolves once every socket it made has closed (or,
+ *   after `ms`, once it destroyed those left and they closed), for a stop
+ *   that must leave no timer behind; call it once
  *   the client ended: from then on it refuses every connect at once (one
  *   postgres.js 3.4.9 makes after its end, from a reconnect timer the end
  *   left running).

@@ -17,7 +17,7 @@ import postgres from "postgres";
 import { reconnectBackoffS } from "../../store/postgres.ts";
 import { answeredSocketOption } from "../../store/postgres_socket.ts";
 import { answeredSocket } from "../../store/_postgres_socket.ts";
-import { postgresAvailable, postgresUrl } from "../_postgres.ts";
+import { postgresAvailable, postgresUrl, sharedClient } from "../_postgres.ts";
 import { countedConnects } from "./_counted_connects.ts";
 
 /** "resolved" if `promise` resolves within `ms`, else "not yet". */
@@ -124,4 +124,55 @@ Deno.test("answeredSocketOption()'s socket refuses a connect to a socket dir aft
   } finally {
     connects.restore();
   }
+});
+
+Deno.test({
+  name:
+    "answeredSocketOption()'s closed() destroys, at its bound, a connection postgres.js opened after its end (a reconnect its end left waiting), so that it closes and its timers end with it",
+  ignore: !postgresAvailable,
+  async fn() {
+    const answered = answeredSocketOption(10_000);
+    const { socket } = answered;
+    // Each connect, once the client ended.
+    let ended = false;
+    let connectedLate: () => void = () => {};
+    const late = new Promise<void>((resolve) => connectedLate = resolve);
+    const spy = Object.assign(
+      (options: Parameters<typeof socket>[0]) => {
+        if (ended) connectedLate();
+        return socket(options);
+      },
+      { closed: socket.closed },
+    );
+    let closes = 0;
+    let closedOnce: () => void = () => {};
+    const closedByServer = new Promise<void>((resolve) => closedOnce = resolve);
+    const sql = postgres(await postgresUrl(), {
+      max: 1,
+      onnotice: () => {},
+      // Fixed: the reconnect below waits past the end.
+      backoff: () => 0.3,
+      onclose: () => {
+        if (++closes === 1) closedOnce();
+      },
+      socket: spy,
+    } as postgres.Options<Record<string, never>>);
+    const [row] = await sql<{ pid: number }[]>`SELECT pg_backend_pid() AS pid`;
+    const shared = await sharedClient();
+    await shared`SELECT pg_terminate_backend(${row!.pid})`;
+    await closedByServer;
+    // Given the closed connection, the query waits out its backoff: the
+    // end fails it and leaves the reconnect timer running, whose connect
+    // comes after the end, before the stop's closed().
+    const waiting = sql`SELECT 1`.then(() => "answered", () => "failed");
+    await sql.end({ timeout: 0 });
+    ended = true;
+    assert.equal(await waiting, "failed");
+    await late;
+    await new Promise((resolve) => setTimeout(resolve, 200));
+    await socket.closed(200);
+    // Before: 1, the connection open on the server, idle, its lifetime
+    // timer (up to an hour) running past the stop.
+    assert.equal(closes, 2);
+  },
 });
