@@ -10,8 +10,8 @@ import { openService } from "../main.ts";
 import { loadConfig } from "../webhook/config.ts";
 import { signerStub } from "./_signer_stub.ts";
 import { timeout } from "./_timeout.ts";
+import { OPS, queueSettle } from "./_queue_line.ts";
 
-const OPS = "queue-ops-token-0123456789";
 const DAY_MS = 24 * 60 * 60 * 1000;
 
 /**
@@ -94,14 +94,7 @@ async function keptLines(env: Record<string, string>) {
     await Deno.remove(dir, { recursive: true });
     throw error;
   }
-  const queueJob = async () => {
-    const res = await service.app.request("/v1/jobs", {
-      method: "POST",
-      headers: { authorization: `Bearer ${OPS}` },
-      body: JSON.stringify({ intentId: "pi_0001", kind: "settle" }),
-    });
-    assert.equal(res.status, 202);
-  };
+  const queueJob = () => queueSettle(service.app);
   const until = async (pattern: RegExp, count = 1) => {
     const deadline = Date.now() + 10_000;
     while (

@@ -10,8 +10,8 @@ import assert from "node:assert/strict";
 import { openService, type Service } from "../main.ts";
 import { loadConfig } from "../webhook/config.ts";
 import { timeout } from "./_timeout.ts";
+import { OPS } from "./_queue_line.ts";
 
-const OPS = "queue-ops-token-0123456789";
 const JOBS = 200;
 
 Deno.test(

@@ -9,8 +9,7 @@ import { type Config, loadConfig } from "../webhook/config.ts";
 import type { Store } from "../mod.ts";
 import { signerStub } from "./_signer_stub.ts";
 import { timeout } from "./_timeout.ts";
-
-const OPS = "queue-ops-token-0123456789";
+import { OPS, queueSettle } from "./_queue_line.ts";
 
 /** The service's settings: the local queue on a file in `dir`, two deliveries 50 ms apart. */
 function lineConfig(port: number, dir: string): Config {
@@ -72,14 +71,7 @@ Deno.test(
       lineConfig(stub.addr.port, dir),
       { now: () => Date.now() + clock.stepMs, log: (line) => lines.push(line) },
     );
-    const queueJob = async () => {
-      const res = await service.app.request("/v1/jobs", {
-        method: "POST",
-        headers: { authorization: `Bearer ${OPS}` },
-        body: JSON.stringify({ intentId: "pi_0001", kind: "settle" }),
-      });
-      assert.equal(res.status, 202);
-    };
+    const queueJob = () => queueSettle(service.app);
     try {
       const { store } = service;
       await lastDeliveryAhead(store);
@@ -179,12 +171,7 @@ async function droppedThenDeliveredAgain(cutEndedMark: boolean): Promise<void> {
   try {
     const { store } = service;
     await lastDeliveryAhead(store);
-    const res = await service.app.request("/v1/jobs", {
-      method: "POST",
-      headers: { authorization: `Bearer ${OPS}` },
-      body: JSON.stringify({ intentId: "pi_0001", kind: "settle" }),
-    });
-    assert.equal(res.status, 202);
+    await queueSettle(service.app);
     const ended = cutEndedMark ? /could not be marked ended/ : / poison /;
     const deadline = Date.now() + 10_000;
     while (!lines.some((l) => ended.test(l)) && Date.now() < deadline) {
