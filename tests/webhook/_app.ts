@@ -335,3 +335,24 @@ export function lettersDown<S extends Store>(
         : Reflect.get(target, key, target),
   });
 }
+
+/**
+ * Holds that `last` (its `store`'s third delivery of `pi_0001/settle`,
+ * the policy's last) poisoned the job as exhausted and sent its intent,
+ * whose broadcast is unknown, to review; `what` names the case.
+ */
+export async function assertThirdToReview(
+  last: Response,
+  store: Store,
+  what: string,
+): Promise<void> {
+  assert.equal(last.status, 200, what);
+  assert.deepEqual(await last.json(), {
+    outcome: "poison",
+    job: "pi_0001/settle",
+    delivery: 3,
+    reason: "no luck after 3 deliveries",
+    resolution: "last broadcast unknown, needs review",
+  }, what);
+  assert.equal((await store.getIntent("pi_0001"))?.state, "needs_review");
+}
