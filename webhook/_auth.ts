@@ -679,22 +679,10 @@ export function exactText(bytes: Uint8Array): string | undefined {
 
 /** The claims of a JWT, unverified (trust them once its signature is); `undefined` if unreadable. */
 function jwtClaims(token: string): Record<string, unknown> | undefined {
-  try {
-    const part = token.split(".")[1] ?? "";
-    const text = atob(
-      part.replaceAll("-", "+").replaceAll("_", "/").padEnd(
-        Math.ceil(part.length / 4) * 4,
-        "=",
-      ),
-    );
-    const bytes = Uint8Array.from(text, (ch) => ch.charCodeAt(0));
-    const claims: unknown = JSON.parse(new TextDecoder().decode(bytes));
-    return typeof claims === "object" && claims !== null
-      ? claims as Record<string, unknown>
-      : undefined;
-  } catch {
-    return undefined;
-  }
+  const claims = jwtPart(token, 1);
+  return typeof claims === "object" && claims !== null
+    ? claims as Record<string, unknown>
+    : undefined;
 }
 
 /**
@@ -1083,18 +1071,25 @@ export class KeysUnavailable extends Error {
  */
 export const JWKS_REFETCH_INTERVAL_MS = 60_000;
 
-/** Part `index` of a JWT (0 the header, 1 the claims), unverified; `undefined` if unreadable. */
+/**
+ * Part `index` of a JWT (0 the header, 1 the claims), unverified;
+ * `undefined` if unreadable. Its bytes are read as UTF-8 JSON, as jose
+ * and Hono read them once verified: read as Latin-1 (what `atob` gives),
+ * a claim beyond ASCII (an audience of any text) was another claim here
+ * than there, and a push to such an audience signed by a key Google had
+ * just added was refused without the refetch of its keys.
+ */
 function jwtPart(token: string, index: 0 | 1): unknown {
   try {
     const part = token.split(".")[index] ?? "";
-    return JSON.parse(
-      atob(
-        part.replaceAll("-", "+").replaceAll("_", "/").padEnd(
-          Math.ceil(part.length / 4) * 4,
-          "=",
-        ),
+    const text = atob(
+      part.replaceAll("-", "+").replaceAll("_", "/").padEnd(
+        Math.ceil(part.length / 4) * 4,
+        "=",
       ),
     );
+    const bytes = Uint8Array.from(text, (ch) => ch.charCodeAt(0));
+    return JSON.parse(new TextDecoder().decode(bytes));
   } catch {
     return undefined;
   }
