@@ -6,14 +6,14 @@
  *
  * | variable | meaning |
  * |---|---|
- * | `QSTASH_CURRENT_SIGNING_KEY`, `QSTASH_NEXT_SIGNING_KEY` | QStash's signing keys (both, or neither; no space or line break at either end; a local QStash's published keys only with a `PUBLIC_URL` on loopback, and never on Deno Deploy) |
+ * | `QSTASH_CURRENT_SIGNING_KEY`, `QSTASH_NEXT_SIGNING_KEY` | QStash's signing keys (both, or neither; no space or line break at either end, not wrapped in quotes; a local QStash's published keys only with a `PUBLIC_URL` on loopback, and never on Deno Deploy) |
  * | `PUBLIC_URL` | the service's public base URL, without a route (`/v1/qstash`), a query or a fragment; QStash signs `PUBLIC_URL/v1/qstash` |
  * | `PUBSUB_AUDIENCE` | the OIDC audience of the Pub/Sub push subscription |
  * | `PUBSUB_SERVICE_ACCOUNT` | the service account Pub/Sub pushes as (required with `PUBSUB_AUDIENCE`) |
  * | `PUBSUB_DEAD_LETTER_AUDIENCE` | the OIDC audience of the push subscription on the dead-letter topic (`POST /v1/pubsub/dead-letter`); not `PUBSUB_AUDIENCE`'s |
  * | `QSTASH_TOKEN` | publish jobs (`POST /v1/jobs`, redrive) through QStash, with `QSTASH_RETRIES` and the failure callback |
  * | `QSTASH_URL` | optional: QStash's API base, without `/v2/publish` (default `https://qstash.upstash.io`) |
- * | `WEBHOOK_SECRET` | the HMAC secret of `POST /v1/deliveries` (16+ characters, no space or line break at either end; not the docs' local-run value on Deno Deploy, with a `PUBLIC_URL` off this machine, or where `main.ts` listens off loopback) |
+ * | `WEBHOOK_SECRET` | the HMAC secret of `POST /v1/deliveries` (16+ characters, no space or line break at either end, not wrapped in quotes; not the docs' local-run value on Deno Deploy, with a `PUBLIC_URL` off this machine, or where `main.ts` listens off loopback) |
  * | `WEBHOOK_SECRET_NEXT` | optional: a second secret the route also takes while the senders move to it (a rotation; the docs' local-run value refused as `WEBHOOK_SECRET`'s) |
  * | `OPS_TOKEN` | the bearer token of the ops routes (16+ characters), not equal to any signing secret or `QSTASH_TOKEN`, nor the docs' local-run value on Deno Deploy, with a `PUBLIC_URL` off this machine, or where `main.ts` listens off loopback |
  * | `OPS_TOKEN_NEXT` | optional: a second token the ops routes also take while the clients move to it (a rotation; only with `OPS_TOKEN`, by its rules) |
@@ -339,6 +339,16 @@ function secret(
     throw new ConfigError(
       name,
       `${name} starts or ends with a space or line break (as a value written with echo, or copied from a console, can): remove it, since the key is used exactly as set`,
+    );
+  }
+  if (/^(["'])[\s\S]*\1$/.test(value)) {
+    // An env file read literally (docker run --env-file, kubectl create
+    // secret --from-env-file) keeps NAME="…"'s quotes: the service would
+    // verify with a key no sender holds. No key QStash or openssl gives
+    // is quoted. Never echoed.
+    throw new ConfigError(
+      name,
+      `${name} is wrapped in quotes, which are taken as part of the key (an env file read as it is, such as docker run --env-file's or kubectl's --from-env-file, keeps them): remove them, since the key is used exactly as set`,
     );
   }
   return value;

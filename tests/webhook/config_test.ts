@@ -776,6 +776,41 @@ Deno.test("loadConfig() refuses a secret with a space or line break at either en
   }
 });
 
+Deno.test("loadConfig() refuses a secret wrapped in quotes, as an env file read literally keeps them, never echoing it", () => {
+  // docker run --env-file and kubectl create secret --from-env-file take
+  // WEBHOOK_SECRET="…" quotes and all: every delivery signed with the
+  // secret, or by QStash with its keys, was a 401 that could not say why.
+  const qstash = {
+    QSTASH_CURRENT_SIGNING_KEY: "sig_current_0123456789",
+    QSTASH_NEXT_SIGNING_KEY: "sig_next_0123456789ab",
+    PUBLIC_URL: "https://relayer.example.test",
+  };
+  for (
+    const [name, value] of [
+      ["WEBHOOK_SECRET", '"a-webhook-secret-16"'],
+      ["WEBHOOK_SECRET_NEXT", "'a-webhook-secret-17'"],
+      ["QSTASH_CURRENT_SIGNING_KEY", '"sig_current_0123456789"'],
+      ["QSTASH_NEXT_SIGNING_KEY", "'sig_next_0123456789ab'"],
+    ] as const
+  ) {
+    const message = refusal({
+      ...base,
+      ...qstash,
+      WEBHOOK_SECRET: "a-webhook-secret-15",
+      [name]: value,
+    });
+    assert.match(message, new RegExp(`^${name} is wrapped in quotes`));
+    assert.ok(!message.includes(value.slice(1, -1)), message);
+  }
+  // A quote inside a secret, or at one end only, is the secret's own.
+  for (const value of ['a-"webhook"-secret-16', '"a-webhook-secret-16']) {
+    assert.equal(
+      loadConfig({ ...base, WEBHOOK_SECRET: value }).webhookSecret,
+      value,
+    );
+  }
+});
+
 Deno.test("loadConfig() reads the queue settings with their defaults", () => {
   const config = loadConfig(base);
   assert.deepEqual(config.queues, {
