@@ -785,7 +785,9 @@ export function qstashVerifier(
     // for any other endpoint would pass.
     throw new TypeError(
       `Cannot verify QStash deliveries as 'url' is not an http(s) URL: set it to the public URL QStash calls for this route: current value is ${
-        JSON.stringify(keys.url)
+        typeof keys.url === "string" && URL.canParse(keys.url)
+          ? urlSaid(keys.url)
+          : JSON.stringify(keys.url)
       }`,
     );
   }
@@ -795,7 +797,9 @@ export function qstashVerifier(
   }, keys.url);
   if (published !== undefined) {
     throw new TypeError(
-      `Cannot verify QStash deliveries as '${published}' is a published key (a local QStash's, which anyone can read) and 'url' is not on this machine: anyone could sign a delivery to ${keys.url}. Copy both keys from the QStash console's signing keys`,
+      `Cannot verify QStash deliveries as '${published}' is a published key (a local QStash's, which anyone can read) and 'url' is not on this machine: anyone could sign a delivery to ${
+        URL.canParse(keys.url) ? urlSaid(keys.url) : keys.url
+      }. Copy both keys from the QStash console's signing keys`,
     );
   }
   const receiver = new Receiver({

@@ -410,6 +410,33 @@ Deno.test("a published QStash key is taken for a URL on a name under localhost, 
   assert.equal(error.setting, "QSTASH_CURRENT_SIGNING_KEY");
 });
 
+Deno.test("qstashVerifier()'s refusal of its url names it by its scheme, host and path, never its credentials, query or fragment: a URL that carries a password is not echoed whole", () => {
+  const published = {
+    currentSigningKey: "sig_7kYjw48mhY7kAjqNGcy6cr29RJ6r",
+    nextSigningKey: "sig_5ZB6DVzB1wjE8S6rZ7eenA8Pdnhs",
+  };
+  for (
+    const [keys, url] of [
+      // A published key, for a URL off this machine.
+      [published, "https://relayer:hunter2-pass@relayer.example/v1/qstash"],
+      [published, "https://relayer.example/v1/qstash?token=hunter2-pass"],
+      // Another scheme than http(s).
+      [QSTASH, "ftp://relayer:hunter2-pass@relayer.example/v1/qstash"],
+    ] as const
+  ) {
+    let message = "";
+    try {
+      qstashVerifier({ ...keys, url });
+    } catch (error) {
+      assert.ok(error instanceof TypeError);
+      message = error.message;
+    }
+    assert.match(message, /^Cannot verify QStash deliveries as /, url);
+    assert.ok(!message.includes("hunter2"), message);
+    assert.ok(message.includes("relayer.example/v1/qstash"), message);
+  }
+});
+
 Deno.test("the secrets the docs give for a local run are refused at start on Deno Deploy or with a PUBLIC_URL off this machine, and taken on loopback: a forger signs deliveries and opens the ops routes with them", () => {
   const local = {
     SENDER_URL: "http://127.0.0.1:9000",
