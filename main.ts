@@ -1129,6 +1129,17 @@ export function openHint(
   if (/password authentication failed for user/.test(message)) {
     return " (the server refused this user and password: check them in DATABASE_URL, and that the role's password has not expired (SELECT rolvaliduntil FROM pg_roles; renew it with ALTER ROLE … VALID UNTIL), then try again)";
   }
+  // 28000, before any authentication: the client sent no user, as
+  // postgres.js does where DATABASE_URL names none, PGUSER is unset and it
+  // cannot read the OS user (no --allow-sys: it falls back to USER).
+  if (/no PostgreSQL user name specified/.test(message)) {
+    return " (DATABASE_URL names no user, and the client found none to send in its place (PGUSER, else the login name in USER): name the role in DATABASE_URL, postgres://user:password@host:5432/dbname)";
+  }
+  // 28000 where the server takes the connection without a password (trust,
+  // peer): a password-checked one says "password authentication failed".
+  if (/\brole ".*" does not exist\b/.test(message)) {
+    return " (no role of that name on this server: correct the user in DATABASE_URL, postgres://user:password@host:5432/dbname, or create the role (CREATE ROLE … LOGIN); a DATABASE_URL that names no user logs in as PGUSER, else as the login name in USER)";
+  }
   // 3D000, at the connection's start.
   if (
     /^database ".*" does not exist$|: database ".*" does not exist$/.test(

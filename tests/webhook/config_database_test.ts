@@ -902,6 +902,23 @@ Deno.test("openHint() names a missing database whether the server's words come a
   }
 });
 
+Deno.test("openHint() says to correct or create the role where a server that takes connections without a password (trust, peer) has no role of the user's name", () => {
+  // The server's words (28000); one checking passwords says "password
+  // authentication failed" of a missing role too, which has its own hint.
+  for (
+    const message of [
+      'role "alice" does not exist',
+      'PostgresError: role "alice" does not exist',
+    ]
+  ) {
+    assert.equal(
+      openHint(message, false),
+      " (no role of that name on this server: correct the user in DATABASE_URL, postgres://user:password@host:5432/dbname, or create the role (CREATE ROLE … LOGIN); a DATABASE_URL that names no user logs in as PGUSER, else as the login name in USER)",
+      message,
+    );
+  }
+});
+
 Deno.test("openHint() names ?options= where a pooler refuses a setting sent in it (a newer PgBouncer, as Neon's and Supabase's poolers word it), with or without the pooler's advice after the name", () => {
   const fix =
     "from DATABASE_URL at connect: remove it from DATABASE_URL and set what it sets on the role instead (ALTER ROLE … SET …), which each server session the pooler opens takes)";
@@ -1133,6 +1150,42 @@ Deno.test({
       assert.match(
         stderr,
         / \(the client ended each connection at its start, at each of 4 tries, as PGTARGETSESSIONATTRS=read-write \(the environment's, which the client reads where DATABASE_URL sets no target_session_attrs\) asks of a server that does not fit it: .*; point DATABASE_URL at the primary, or turn that setting off, or unset PGTARGETSESSIONATTRS\)$/m,
+      );
+    } finally {
+      service.kill();
+      await service.ended().catch(() => {});
+      await Deno.remove(dir, { recursive: true });
+      await database.drop();
+    }
+  },
+});
+
+Deno.test({
+  name:
+    "main.ts says to name the user in DATABASE_URL where the URL names none and its process has no login name to send (USER unset, no --allow-sys), not the server's words alone",
+  ignore: !postgresAvailable,
+  fn: async () => {
+    const database = await freshDatabase();
+    // A URL without user or password, as a local PostgreSQL often takes:
+    // postgres.js then sends PGUSER, else the OS user's name, which under
+    // deno serve without --allow-sys it reads from USER alone. baseEnv()
+    // sets neither, as a container or a systemd unit may not.
+    const url = new URL(database.url);
+    url.username = "";
+    url.password = "";
+    const dir = await Deno.makeTempDir({ prefix: "relayer-pguser-" });
+    const service = startMain({ ...base, DATABASE_URL: url.href }, {
+      writeDir: dir,
+    });
+    try {
+      assert.equal(await service.base(), null, "main.ts listened");
+      const { code, stderr } = await service.ended();
+      assert.equal(code, 1, stderr);
+      // Before: "…, no TLS: no PostgreSQL user name specified in startup
+      // packet", with nothing to do.
+      assert.match(
+        stderr,
+        /^relayer: cannot start: DATABASE_URL: cannot open PostgreSQL 127\.0\.0\.1:\d+\/\S+, no TLS: no PostgreSQL user name specified in startup packet \(DATABASE_URL names no user, and the client found none to send in its place \(PGUSER, else the login name in USER\): name the role in DATABASE_URL, postgres:\/\/user:password@host:5432\/dbname\)$/m,
       );
     } finally {
       service.kill();
