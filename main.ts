@@ -75,7 +75,7 @@ import {
 } from "./webhook/_settings.ts";
 import { oncePer } from "./webhook/_step_back.ts";
 import { jsonLine } from "./webhook/_json_answer.ts";
-import { insecureDevMode, rotationState } from "./webhook/_auth.ts";
+import { insecureDevMode, onLoopback, rotationState } from "./webhook/_auth.ts";
 import {
   isFolder,
   readOnlyRefusal,
@@ -1804,6 +1804,50 @@ export function ignoredPortLine(
   } --allow-net --allow-env --allow-read --allow-write=./data main.ts`;
 }
 
+/**
+ * The line that says `PUBLIC_URL` names this machine at another port than
+ * the one the service listens on, or `undefined`: QStash delivers to
+ * `PUBLIC_URL/v1/qstash`, and `deno task qstash-local` prints
+ * `PUBLIC_URL=http://127.0.0.1:8000`, so a service served on another port
+ * had every job it published go unanswered, with nothing said here. A
+ * `PUBLIC_URL` off this machine (behind a proxy, a tunnel) is not judged.
+ *
+ * @param publicUrl The service's `PUBLIC_URL`, as checked.
+ * @param listening The port the service listens on.
+ * @returns The line, or `undefined`.
+ *
+ * @example A local QStash's PUBLIC_URL, the service on 8001
+ * ```ts
+ * import { publicUrlPortLine } from "./main.ts";
+ * import assert from "node:assert/strict";
+ *
+ * assert.match(
+ *   publicUrlPortLine("http://127.0.0.1:8000", 8001)!,
+ *   /otherwise set PUBLIC_URL=http:\/\/127\.0\.0\.1:8001$/,
+ * );
+ * assert.equal(publicUrlPortLine("http://127.0.0.1:8001", 8001), undefined);
+ * assert.equal(publicUrlPortLine("https://relayer.example.com", 8001), undefined);
+ * ```
+ */
+export function publicUrlPortLine(
+  publicUrl: string | undefined,
+  listening: number,
+): string | undefined {
+  if (publicUrl === undefined || !onLoopback(publicUrl)) return undefined;
+  const url = new URL(publicUrl);
+  // The scheme's own port where the URL names none.
+  const port = url.port !== ""
+    ? Number(url.port)
+    : url.protocol === "https:"
+    ? 443
+    : 80;
+  if (port === listening) return undefined;
+  const path = url.pathname === "/" ? "" : url.pathname;
+  const fixed = new URL(url);
+  fixed.port = String(listening);
+  return `relayer: PUBLIC_URL is ${url.origin}${path}, on this machine, but the service listens on port ${listening}: QStash delivers to PUBLIC_URL/v1/qstash, which reaches this service only through something on port ${port} that forwards to it; otherwise set PUBLIC_URL=${fixed.origin}${path}`;
+}
+
 /** How often, at most, the log says that a write met the file size limit. */
 const FILE_SIZE_LOG_INTERVAL_MS = 60_000;
 
@@ -2029,6 +2073,14 @@ export default {
       ? ignoredPortLine(portSetting, address.port)
       : undefined;
     if (port !== undefined) announce(port);
+    const publicUrl = address.transport === "tcp" && !started?.onDeploy
+      ? publicUrlPortLine(
+        started?.qstashPublish?.publicUrl ??
+          started?.qstash?.url.replace(/\/v1\/qstash$/, ""),
+        address.port,
+      )
+      : undefined;
+    if (publicUrl !== undefined) announce(publicUrl);
   },
   fetch(
     request: Request,
