@@ -440,9 +440,10 @@ const CLOUDFLARE_DEFAULTS = {
 function loadWithDefaults(
   settings: Record<string, unknown>,
   env: Record<string, unknown>,
+  consumes: boolean,
 ): Config {
   try {
-    return loadConfigFor(settings, "npx wrangler dev");
+    return loadConfigFor(settings, "npx wrangler dev", { consumes });
   } catch (error) {
     if (!(error instanceof ConfigError)) throw error;
     const name = error.setting;
@@ -659,7 +660,11 @@ export function workerConfig(
     ? [HYPERDRIVE_BESIDE]
     : [];
   if (beside.length > 0) delete settings.DATABASE_URL;
-  const config = loadWithDefaults(settings, env as Record<string, unknown>);
+  const config = loadWithDefaults(
+    settings,
+    env as Record<string, unknown>,
+    consumes,
+  );
   if (config.database?.hosts !== undefined) {
     // loadConfig takes it for main.ts, which hands the client its host and
     // port as lists; postgres.js's Workers build dials `host:port`, and the

@@ -1450,10 +1450,18 @@ export function openRoutesOf(config: Config): string[] {
  *   /served on loopback \(npx wrangler dev\)$/,
  * );
  * ```
+ *
+ * @param variables The settings, as {@linkcode loadConfig} takes them.
+ * @param localRun The command that runs the service on one's machine.
+ * @param worker A Cloudflare Worker's: whether it consumes a Cloudflare
+ * queue, whose messages are its deliveries, so that it needs no HTTP
+ * delivery route's keys; one that consumes none is told it may.
+ * @returns The checked settings.
  */
 export function loadConfigFor(
   variables: Readonly<Record<string, unknown>>,
   localRun: string,
+  worker?: { readonly consumes: boolean },
 ): Config {
   const env = asText(variables);
   const onDeploy = (env.DENO_DEPLOYMENT_ID ?? "") !== "";
@@ -1733,13 +1741,20 @@ export function loadConfigFor(
       "QSTASH_CURRENT_SIGNING_KEY is missing: QSTASH_TOKEN publishes jobs to PUBLIC_URL/v1/qstash, which takes only deliveries signed with QStash's keys; copy both signing keys from the QStash console",
     );
   }
+  // A Worker that consumes its Cloudflare queue has its deliveries there
+  // (createQueueHandler): it needs no HTTP delivery route, whose routes
+  // then answer 503, saying what turns them on.
   if (
     current === undefined && audience === undefined &&
-    webhookSecret === undefined && !insecureDev
+    webhookSecret === undefined && !insecureDev && worker?.consumes !== true
   ) {
     throw new ConfigError(
       "WEBHOOK_SECRET",
-      "No delivery route is configured: set QSTASH_CURRENT_SIGNING_KEY and QSTASH_NEXT_SIGNING_KEY (with PUBLIC_URL), PUBSUB_AUDIENCE and PUBSUB_SERVICE_ACCOUNT, or WEBHOOK_SECRET",
+      `No delivery route is configured: set QSTASH_CURRENT_SIGNING_KEY and QSTASH_NEXT_SIGNING_KEY (with PUBLIC_URL), PUBSUB_AUDIENCE and PUBSUB_SERVICE_ACCOUNT, or WEBHOOK_SECRET${
+        worker === undefined
+          ? ""
+          : ", or consume a Cloudflare queue (workerConfig without queues: false)"
+      }`,
     );
   }
 

@@ -360,3 +360,46 @@ Deno.test("main.ts names a Worker's message retention refused beside a CLOUDFLAR
     line,
   );
 });
+
+Deno.test("workerConfig() takes a Worker that consumes its Cloudflare queue with no HTTP delivery route's keys (its jobs come by the queue), whose routes answer 503; a fetch-only Worker (queues: false) is still refused with none", async () => {
+  // Before: "No delivery route is configured: set QSTASH_CURRENT_SIGNING_KEY
+  // …, or WEBHOOK_SECRET", so a queue consumer was made to put a secret no
+  // request of its own is signed with.
+  const { WEBHOOK_SECRET: _, ...consumer } = base;
+  const { config } = workerConfig({
+    ...consumer,
+    OPS_TOKEN: "an-ops-token-0123456789",
+  });
+  assert.equal(config.webhookSecret, undefined);
+  assert.equal(config.queues.cloudflare?.maxRetries, 9);
+  // The app built from it, as the example Worker builds it: the queue
+  // handler takes its relayer, and the generic route says it is off.
+  const app = createApp({
+    store: new MemoryStore(),
+    sender: new HttpSender(config.sender),
+    policy: config.policy,
+    ...routeOptions(config),
+  });
+  createQueueHandler({
+    relayer: app.relayer,
+    maxRetries: config.queues.cloudflare?.maxRetries,
+    deadLetterQueue: "relayer-jobs-dlq",
+    deadLetterMaxRetries: config.cloudflareDeadLetterMaxRetries,
+  });
+  const res = await app.request("/v1/deliveries", {
+    method: "POST",
+    body: "{}",
+  });
+  assert.equal(res.status, 503);
+  assert.match(
+    (await res.json()).detail,
+    /^POST \/v1\/deliveries is off: set WEBHOOK_SECRET/,
+  );
+  assert.throws(
+    () => workerConfig(consumer, { queues: false }),
+    (error) =>
+      error instanceof ConfigError &&
+      /^No delivery route is configured: .*, or WEBHOOK_SECRET, or consume a Cloudflare queue \(workerConfig without queues: false\)$/
+        .test(error.message),
+  );
+});
