@@ -3607,7 +3607,7 @@ export function createApp(deps: AppDeps): WebhookApp {
       const counted = await givenUpAfter(
         job,
         deliveries,
-        deliveries,
+        deliveries === null ? undefined : deliveries,
         bridgeCountNotRead,
         id === undefined ? undefined : bridgeCountKey(jobIdOf(job), id),
       );
@@ -3634,11 +3634,14 @@ export function createApp(deps: AppDeps): WebhookApp {
     // spent one count, and the job gave up in about half the policy's
     // window, before the rescue STUCK_AFTER promises.
     // A count that cannot be read (SQS's ApproximateReceiveCount passed
-    // on as the string "5", a count from 0, a null where a header absent
-    // on a first delivery was added to) is counted as one left out, and
-    // logged, as QStash's and Pub/Sub's are: refused 400, the job stopped
-    // at the queue before the policy decided, and a bridge that takes a
-    // 4xx as final dropped it, its intent left with no job and no letter.
+    // on as the string "5", a count from 0) is counted as one left out,
+    // and logged, as QStash's and Pub/Sub's are: refused 400, the job
+    // stopped at the queue before the policy decided, and a bridge that
+    // takes a 4xx as final dropped it, its intent left with no job and no
+    // letter. A null is one left out, as every optional field's null is
+    // (a serializer that writes every field; RabbitMQ's x-delivery-count,
+    // absent on a first delivery, passed on as it came): logged, a line a
+    // minute told a bridge that did nothing wrong to send a count.
     const n = isCount(delivery) ? delivery : undefined;
     return await deliver(
       "deliveries",
@@ -3650,7 +3653,7 @@ export function createApp(deps: AppDeps): WebhookApp {
         : undefined,
       messageId === undefined ? undefined : { queue: "generic", messageId },
       undefined,
-      n === undefined && delivery !== undefined
+      n === undefined && delivery !== undefined && delivery !== null
         ? (counted) => deliveryCountNotRead(delivery, counted)
         : undefined,
     );

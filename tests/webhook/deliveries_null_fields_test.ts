@@ -319,3 +319,26 @@ onEachStore(
     }
   },
 );
+
+Deno.test("POST /v1/deliveries takes a delivery or gaveUp.deliveries of null as left out: counted in the store, with no 'not a count' line telling the bridge to send a count", async () => {
+  const lines: string[] = [];
+  const { app, clock, store } = await authorizedApp(new MemoryStore(), {
+    log: (line) => lines.push(line),
+  });
+  const first = await app.request(
+    "/v1/deliveries",
+    generic({ job, delivery: null }, clock.now++),
+  );
+  assert.equal(first.status, 503, await first.clone().text());
+  assert.equal((await first.json()).delivery, 1);
+  assert.equal(await store.deliveries("pi_0002/settle"), 1);
+  // A give-up a minute on (past the route's one line a minute).
+  clock.now += 60_000;
+  const gaveUp = await app.request(
+    "/v1/deliveries",
+    generic({ job, gaveUp: { deliveries: null, messageId: null } }, clock.now),
+  );
+  assert.equal(gaveUp.status, 200, await gaveUp.clone().text());
+  assert.equal((await gaveUp.json()).delivery, 1);
+  assert.deepEqual(lines.filter((line) => / is not a count; /.test(line)), []);
+});

@@ -1,8 +1,7 @@
 /**
  * A delivery on `POST /v1/deliveries` whose `delivery` cannot be read (a
  * count passed on as a string, as SQS's `ApproximateReceiveCount` is; a
- * 0-based count; `null`, where a header absent on a first delivery, such
- * as RabbitMQ's `x-delivery-count`, was added to) is counted in the store,
+ * 0-based count; `null`, which is one left out) is counted in the store,
  * as one without it is: the job keeps its policy's deliveries and is
  * poisoned and resolved by the policy at the end. Refused 400, it stopped
  * at the queue before the policy decided: a bridge that takes a 4xx as
