@@ -41,6 +41,7 @@ import {
   type Relayer,
 } from "../relayer/relayer.ts";
 import { outageDelayMs } from "../policy/_doubled.ts";
+import { intentIdSeen } from "../relayer/_job_text.ts";
 import {
   CLOUDFLARE_FREE_RETENTION_MS,
   CLOUDFLARE_MAX_DELAY_SECONDS as MAX_DELAY_SECONDS,
@@ -380,10 +381,9 @@ function readable(body: unknown): { raw: string; intentId?: unknown } {
       raw = String(value);
     }
   }
-  const intentId = typeof value === "object" && value !== null
-    ? (value as Record<string, unknown>).intentId
-    : undefined;
-  return { raw, intentId };
+  // A job encoded twice (a producer's JSON.stringify of its JSON) names
+  // its intent too.
+  return { raw, intentId: intentIdSeen(value) };
 }
 
 /** Refuses a dead-letter queue whose retries end before its retention can. */

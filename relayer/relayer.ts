@@ -21,6 +21,7 @@ import {
   show,
 } from "../policy/_validate.ts";
 import { backoff } from "../policy/backoff.ts";
+import { intentIdInText } from "./_job_text.ts";
 import { decide } from "../policy/decide.ts";
 import { jitter } from "../policy/jitter.ts";
 import { formatDuration } from "../policy/format_duration.ts";
@@ -1112,6 +1113,14 @@ export function parseJob(job: unknown): Job {
 
 /** The refusal of a job that is no object (a string, an array, null). */
 function notAJob(job: unknown): TypeError {
+  // A bridge that serialized the job, then the message around it: said
+  // so, as the text of a job reads as one only to the eye.
+  const twice = intentIdInText(job);
+  if (twice !== undefined) {
+    return new TypeError(
+      `Cannot read job as it is encoded as JSON twice (a JSON text of the job for intent ${twice}): send the object itself, such as {"intentId":"pi_0001","kind":"settle"}, not its JSON.stringify`,
+    );
+  }
   return new TypeError(
     `Cannot read job as it must be an object such as {"intentId":"pi_0001","kind":"settle"}: current value is ${
       show(job)

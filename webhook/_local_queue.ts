@@ -8,6 +8,7 @@
 
 import { describeError, oneLine } from "../policy/_walk.ts";
 import { outageDelayMs } from "../policy/_doubled.ts";
+import { intentIdSeen } from "../relayer/_job_text.ts";
 import {
   formatOutcome,
   type Job,
@@ -188,13 +189,14 @@ export function localQueueConsumer(
       // goes back on the queue like a delivery that threw: Deno KV's own
       // redelivery gives up after a few tries.
       const detail = (error as Error).message;
-      const seen = (message as { job?: { intentId?: unknown } } | null)?.job;
+      const seen = (message as { job?: unknown } | null)?.job;
       let kept: string;
       try {
         kept = await relayer.keepUnreadable({
           queue: "local",
           raw: rawOf(message),
-          seen: { intentId: seen?.intentId },
+          // A job encoded twice names its intent too.
+          seen: { intentId: intentIdSeen(seen) },
           detail,
         });
       } catch (failure) {

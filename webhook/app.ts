@@ -121,6 +121,7 @@ import {
 } from "../relayer/_sends.ts";
 import { leftUnrecorded } from "../relayer/_unrecorded_claims.ts";
 import { isUnderWay } from "../relayer/_under_way.ts";
+import { intentIdSeen } from "../relayer/_job_text.ts";
 
 export type { PubSubKeys, QStashKeys, ReplayClaim };
 /**
@@ -3186,9 +3187,9 @@ export function createApp(deps: AppDeps): WebhookApp {
         id: seen.id,
         raw,
         seen: {
-          intentId: (typeof seen.job === "object" && seen.job !== null
-            ? seen.job as Record<string, unknown>
-            : {}).intentId,
+          // A job encoded twice names its intent too (a bridge or
+          // publisher that serialized the job, then the message).
+          intentId: intentIdSeen(seen.job),
           attempt: seen.attempt,
         },
         detail,
@@ -3531,9 +3532,7 @@ export function createApp(deps: AppDeps): WebhookApp {
       // letter. Named by the job as sent, so each delivery of it, and its
       // give-up, keep one letter (a bridge's ids may repeat across jobs).
       const why = (error as Error).message;
-      const intentId = (typeof rawJob === "object" && rawJob !== null
-        ? rawJob as Record<string, unknown>
-        : {}).intentId;
+      const intentId = intentIdSeen(rawJob);
       // A give-up's letter counts the deliveries its queue made (as
       // QStash's failure callback's does), not one.
       const attempt = gaveUp === undefined

@@ -960,3 +960,23 @@ Deno.test("createQueueHandler() keeps a message that wraps its job in {job} as a
     'TypeError: Cannot read job as it is wrapped in {"job": …}, the body POST /v1/deliveries takes: send the job itself, such as {"intentId":"pi_0001","kind":"settle"}',
   );
 });
+
+Deno.test("createQueueHandler() keeps a job encoded as JSON twice (a text body of the JSON of its JSON) as a dead letter naming its intent", async () => {
+  const store = new MemoryStore();
+  await store.createIntent({ id: "pi_0002", state: "authorized" });
+  const queue = createQueueHandler({
+    deadLetterQueue: "jobs-dlq",
+    deadLetterMaxRetries: 100,
+    relayer: relayerOn(store, { maxDeliveries: 3 }),
+    maxRetries: 2,
+  });
+  // A text body is read as JSON: the job's JSON.stringify is the job, and
+  // the JSON.stringify of that is the job encoded twice.
+  const json = JSON.stringify({ intentId: "pi_0002", kind: "settle" });
+  const twice = fakeMessage(JSON.stringify(json), 1, "m-twice");
+  await queue({ queue: "jobs", messages: [twice] });
+  assert.deepEqual(twice.calls, ["ack"]);
+  const letter = await store.getDeadLetter("cloudflare/m-twice/unreadable");
+  assert.equal(letter?.intentId, "pi_0002");
+  assert.match(letter!.reason, /encoded as JSON twice/);
+});

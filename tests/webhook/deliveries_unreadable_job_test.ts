@@ -116,3 +116,41 @@ Deno.test("POST /v1/deliveries keeps a give-up whose job cannot be read with the
   assert.match(letter!.jobId, /^generic\/sha256-[0-9a-f]{32}\/unreadable$/);
   assert.equal(letter!.deliveries, 7);
 });
+
+Deno.test("POST /v1/deliveries keeps a job encoded as JSON twice (a JSON text of a readable job) as a dead letter naming its intent, and says to send the object itself; a text that is no job names none", async () => {
+  const { app, store } = await makeApp({
+    intents: [{ id: "pi_0001", state: "authorized", hold: "pending" }],
+  });
+  const twice = JSON.stringify({ intentId: "pi_0001", kind: "settle" });
+  const res = await app.request(
+    "/v1/deliveries",
+    await genericRequest(JSON.stringify({ job: twice, delivery: 2 })),
+  );
+  assert.equal(res.status, 400);
+  const { detail } = await res.json();
+  assert.match(detail, /encoded as JSON twice/);
+  assert.match(detail, /publish a readable job for intent pi_0001/);
+  const [letter] = (await store.listDeadLetters({ limit: 10 })).items;
+  assert.equal(letter?.intentId, "pi_0001");
+  // Never a guess: a text of a job that is not readable itself (its kind
+  // misspelt), or of an intent id alone, names no intent.
+  for (
+    const [i, text] of [
+      JSON.stringify({ intentId: "pi_0002", kind: "Settle" }),
+      '"pi_0002"',
+      "pi_0002",
+    ].entries()
+  ) {
+    const other = await app.request(
+      "/v1/deliveries",
+      await genericRequest(JSON.stringify({ job: text, delivery: 2 + i })),
+    );
+    assert.equal(other.status, 400, text);
+    assert.match((await other.json()).detail, /it names no intent/, text);
+  }
+  const letters = (await store.listDeadLetters({ limit: 10 })).items;
+  assert.deepEqual(
+    letters.map((kept) => kept.intentId).sort(),
+    ["", "", "", "pi_0001"],
+  );
+});

@@ -505,3 +505,13 @@ Deno.test("localQueueConsumer() names a message with an id to the relayer: a cop
     again.lines.join("\n"),
   );
 });
+
+Deno.test("localQueueConsumer() keeps a job encoded as JSON twice (enqueued as its JSON.stringify) as a dead letter naming its intent", async () => {
+  const store = new MemoryStore();
+  const { consume, sent } = consumerOn(store);
+  await consume({ job: JSON.stringify(job) } as unknown as LocalQueueMessage);
+  assert.equal(sent.length, 0);
+  const { items } = await store.listDeadLetters();
+  assert.deepEqual(items.map((letter) => letter.intentId), ["pi_0001"]);
+  assert.match(items[0]!.reason, /encoded as JSON twice/);
+});
