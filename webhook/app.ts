@@ -3506,18 +3506,35 @@ export function createApp(deps: AppDeps): WebhookApp {
     // message_id property passes on a null. Refused 400, each of those
     // deliveries and give-ups stopped at the queue before the policy
     // decided, and a bridge that takes a 4xx as final dropped it. (A null
-    // 'delivery' on a delivery is a count that cannot be read: see below.)
+    // 'delivery' or 'gaveUp.deliveries' is a count left out: see below.)
     const gaveUp = fields.gaveUp ?? undefined;
     const rawMessageId = fields.messageId ?? undefined;
     if (over && gaveUp === undefined) throw tooLarge(maxBodyBytes);
     if (rawJob === undefined) {
-      throw badInput(
-        "deliveries",
+      const bare = typeof body === "object" && body !== null &&
+        "intentId" in body;
+      const why =
         `'job' is missing: the body of POST /v1/deliveries is ${DELIVERY_EXAMPLE}${
-          typeof body === "object" && body !== null && "intentId" in body
-            ? '; this body looks like a bare job: wrap it in {"job": …}'
-            : ""
-        }.`,
+          bare ? '; this body looks like a bare job: wrap it in {"job": …}' : ""
+        }.`;
+      const named = bare ? fields.intentId : undefined;
+      if (!isIntentId(named)) throw badInput("deliveries", why);
+      // A signed bare job (a bridge that forwards the queue's message as
+      // it came) names its intent as a job does: kept as the letter a job
+      // that cannot be read gets, then refused. Refused with nothing kept,
+      // a bridge that takes a 4xx as final dropped it, and the intent was
+      // left with no job and no dead letter.
+      return await keepUnreadable(
+        "generic",
+        JSON.stringify(body),
+        { job: body },
+        why,
+        (jobId) =>
+          badInput(
+            "deliveries",
+            `${why} Kept as the dead letter ${jobId}: publish a readable job for intent ${named}, then discard the letter.`,
+          ).response,
+        claim,
       );
     }
     let job: Job;

@@ -1538,7 +1538,7 @@ Deno.test("createApp() bad-JSON refusals show the body each route takes", async 
   assert.equal(bare.status, 400);
   assert.match(
     (await problemOf(bare)).detail,
-    /^'job' is missing: .*; this body looks like a bare job: wrap it in \{"job": …\}\.$/,
+    /^'job' is missing: .*; this body looks like a bare job: wrap it in \{"job": …\}\. Kept as the dead letter generic\/sha256-[0-9a-f]{32}\/unreadable: publish a readable job for intent pi_0001, then discard the letter\.$/,
   );
   const intent = await app.request("/v1/intents", {
     method: "POST",

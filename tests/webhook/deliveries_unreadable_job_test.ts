@@ -154,3 +154,30 @@ Deno.test("POST /v1/deliveries keeps a job encoded as JSON twice (a JSON text of
     ["", "", "", "pi_0001"],
   );
 });
+
+Deno.test("POST /v1/deliveries keeps a signed bare job (no {\"job\": …} around it) as a dead letter naming its intent, then refuses it 400 saying to wrap it; a body without 'job' that names no intent keeps nothing", async () => {
+  const { app, store } = await makeApp({
+    intents: [{ id: "pi_0001", state: "authorized", hold: "pending" }],
+  });
+  const res = await app.request(
+    "/v1/deliveries",
+    await genericRequest(
+      JSON.stringify({ intentId: "pi_0001", kind: "settle" }),
+    ),
+  );
+  assert.equal(res.status, 400);
+  const { detail } = await res.json();
+  assert.match(detail, /wrap it in \{"job": …\}/);
+  assert.match(detail, /publish a readable job for intent pi_0001/);
+  const letters = (await store.listDeadLetters({ limit: 10 })).items;
+  assert.deepEqual(letters.map((letter) => letter.intentId), ["pi_0001"]);
+  assert.match(letters[0]!.jobId, /^generic\/sha256-[0-9a-f]{32}\/unreadable$/);
+  // The bridge's own body, naming no intent: refused, nothing kept.
+  const other = await app.request(
+    "/v1/deliveries",
+    await genericRequest(JSON.stringify({ delivery: 1 })),
+  );
+  assert.equal(other.status, 400);
+  await other.body?.cancel();
+  assert.equal((await store.listDeadLetters({ limit: 10 })).items.length, 1);
+});
