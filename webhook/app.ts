@@ -3578,42 +3578,71 @@ export function createApp(deps: AppDeps): WebhookApp {
       // A bridge's give-up: its queue stopped delivering the job. Resolved
       // as QStash's failure callback is: poisoned as exhausted, the intent
       // resolved by its state, nothing sent; a repeat changes nothing.
-      if (
-        typeof gaveUp !== "object" || gaveUp === null || Array.isArray(gaveUp)
-      ) {
-        throw badInput(
-          "deliveries",
-          `'gaveUp' must be an object: current value is ${
-            show(gaveUp)
-          }. A give-up is ${GAVE_UP_EXAMPLE}.`,
+      // A give-up it cannot read is refused, but its job is readable and
+      // the give-up is the queue's last word of it: kept first as the
+      // letter a job that cannot be read gets, naming its intent. Refused
+      // with nothing kept, a bridge that takes a 4xx as final dropped it,
+      // and the intent was left with no job and no dead letter.
+      let deliveries: unknown;
+      let messageId: unknown;
+      let id: string | undefined;
+      try {
+        if (
+          typeof gaveUp !== "object" || gaveUp === null || Array.isArray(gaveUp)
+        ) {
+          throw badInput(
+            "deliveries",
+            `'gaveUp' must be an object: current value is ${
+              show(gaveUp)
+            }. A give-up is ${GAVE_UP_EXAMPLE}.`,
+          );
+        }
+        ({ deliveries, messageId } = gaveUp as Record<string, unknown>);
+        if (
+          (delivery !== undefined && delivery !== null) ||
+          rawMessageId !== undefined
+        ) {
+          throw badInput(
+            "deliveries",
+            `'${
+              delivery !== undefined && delivery !== null
+                ? "delivery"
+                : "messageId"
+            }' and 'gaveUp' cannot both be given: a give-up is ${GAVE_UP_EXAMPLE}.`,
+          );
+        }
+        // A give-up that names no message (its queue's message had no id:
+        // an AMQP message without a message_id property) is resolved as
+        // QStash's failure callback without its source id is: refused 400,
+        // a bridge that takes a 4xx as final dropped it, or one that retries
+        // it sent it until its DLQ's retention ran out, and the intent was
+        // left with no job and no letter. A repeat of it cannot be told from
+        // a give-up of another message of the job, and is logged so.
+        id = bridgeMessageId(
+          messageId,
+          "'gaveUp.messageId'",
+          `A give-up is ${GAVE_UP_EXAMPLE}.`,
+        );
+      } catch (error) {
+        if (!(error instanceof Refusal)) throw error;
+        return await keepUnreadable(
+          "generic",
+          JSON.stringify(rawJob),
+          {
+            attempt: (typeof gaveUp === "object" && gaveUp !== null
+              ? gaveUp as Record<string, unknown>
+              : {}).deliveries,
+            job: rawJob,
+          },
+          error.detail,
+          (jobId) =>
+            badInput(
+              "deliveries",
+              `${error.detail} Kept as the dead letter ${jobId}: its queue gave up on the job of intent ${job.intentId}; publish a job for it (or resolve it), then discard the letter.`,
+            ).response,
+          claim,
         );
       }
-      const { deliveries, messageId } = gaveUp as Record<string, unknown>;
-      if (
-        (delivery !== undefined && delivery !== null) ||
-        rawMessageId !== undefined
-      ) {
-        throw badInput(
-          "deliveries",
-          `'${
-            delivery !== undefined && delivery !== null
-              ? "delivery"
-              : "messageId"
-          }' and 'gaveUp' cannot both be given: a give-up is ${GAVE_UP_EXAMPLE}.`,
-        );
-      }
-      // A give-up that names no message (its queue's message had no id:
-      // an AMQP message without a message_id property) is resolved as
-      // QStash's failure callback without its source id is: refused 400,
-      // a bridge that takes a 4xx as final dropped it, or one that retries
-      // it sent it until its DLQ's retention ran out, and the intent was
-      // left with no job and no letter. A repeat of it cannot be told from
-      // a give-up of another message of the job, and is logged so.
-      const id = bridgeMessageId(
-        messageId,
-        "'gaveUp.messageId'",
-        `A give-up is ${GAVE_UP_EXAMPLE}.`,
-      );
       if (id === undefined) bridgeGaveUpUnnamed(job);
       // A bridge that let the store count its deliveries has no count of
       // its own: the store's, as for a Pub/Sub dead letter without one.

@@ -713,7 +713,7 @@ Deno.test("a give-up route logs a count it cannot read, at most once a minute pe
   );
 });
 
-Deno.test("POST /v1/deliveries refuses a give-up it cannot read (400), saying what it takes, and touches nothing but the dead letter of a job that cannot be read", async () => {
+Deno.test("POST /v1/deliveries refuses a give-up it cannot read (400), saying what it takes, and keeps first a dead letter naming the intent of a job it can read: the give-up is the last word of a job its queue dropped", async () => {
   const { app, writes, store } = await makeApp({ intents: [settling] });
   const job = { intentId: "pi_0002", kind: "settle" };
   for (
@@ -763,13 +763,30 @@ Deno.test("POST /v1/deliveries refuses a give-up it cannot read (400), saying wh
       await genericRequest(JSON.stringify(body)),
     );
     assert.equal(res.status, 400, JSON.stringify(body));
-    assert.match((await res.json()).detail, words);
+    const { detail } = await res.json();
+    assert.match(detail, words);
+    // Every give-up that names its job keeps a letter, as a job without
+    // its kind does (deliveries_unreadable_job_test.ts): refused with
+    // nothing kept, a bridge that takes a 4xx as final dropped the queue's
+    // last word of the job, and its intent was left with no job and no
+    // dead letter.
+    if ("job" in body) {
+      assert.match(
+        detail,
+        / Kept as the dead letter generic\/sha256-[0-9a-f]{32}\/unreadable: /,
+        JSON.stringify(body),
+      );
+    }
   }
-  // Only the job without its kind is kept, as its deliveries' job is
-  // (deliveries_unreadable_job_test.ts): it names pi_0002.
-  assert.equal(writes(), 1);
+  // One letter per job as sent: the readable job's give-ups share one.
   const { items } = await store.listDeadLetters({ limit: 10 });
-  assert.deepEqual(items.map((letter) => letter.intentId), ["pi_0002"]);
+  assert.deepEqual(items.map((letter) => letter.intentId), [
+    "pi_0002",
+    "pi_0002",
+  ]);
+  // Nothing else was touched: the intent is as it was.
+  assert.equal((await store.getIntent("pi_0002"))?.state, "settling");
+  assert.ok(writes() >= 2);
 });
 
 Deno.test("POST /v1/qstash/failed keeps a source message that is not a job as a dead letter: QStash gave up on it while the store was down, so /v1/qstash never kept it, and it may be its intent's only job", async () => {
