@@ -574,6 +574,16 @@ const HOLD_ATTEMPTS = 8;
  */
 const STALE_READS = 2;
 
+/**
+ * How many times a read PostgreSQL ended with a serialization failure
+ * (`40001`) is asked again: on a database or role whose transactions
+ * default to SERIALIZABLE, a read runs at that level (only the writes set
+ * theirs), and other SERIALIZABLE transactions on the store's tables (a
+ * DBA's script, another application's) can end it as the reader of an
+ * anomaly. It changed nothing, and asked again it takes a new snapshot.
+ */
+const SERIAL_READS = 3;
+
 /** The store's tables, each as its statements name it. */
 type Tables = Record<
   "intents" | "holds" | "leases" | "counters" | "claims" | "dead_letters",
@@ -2344,6 +2354,8 @@ export class PostgresStore implements Store {
     // `endedUnder`), and whether one was as its answer came back empty.
     let lost = 0;
     let emptyAsked = false;
+    // Reads asked again after a serialization failure (`SERIAL_READS`).
+    let serial = 0;
     const asks = (Number(this.#sql.options?.max) || 1) + 1;
     const watched = (async () => {
       for (let asked = 1;; asked++) {
@@ -2419,6 +2431,28 @@ export class PostgresStore implements Store {
             neverResent(query);
             continue;
           }
+          if ((error as { code?: unknown })?.code === "40001") {
+            if (serial < SERIAL_READS && !gaveUp && !this.#closed) {
+              // Ended for other SERIALIZABLE transactions (see
+              // `SERIAL_READS`): nothing read, nothing written.
+              serial++;
+              query = ask();
+              neverResent(query);
+              continue;
+            }
+            // A write's read: nothing of the write was sent.
+            const mark = ofWrite ? notWritten : <E extends Error>(e: E) => e;
+            throw mark(
+              new Error(
+                `The store's ${what} failed as PostgreSQL ended it ${
+                  serial + 1
+                } times with a serialization failure (${
+                  oneLine(String((error as Error).message))
+                }): the database's or role's default_transaction_isolation is serializable (SHOW default_transaction_isolation), so the store's reads run at that level beside other SERIALIZABLE transactions on its tables; nothing was read; retry, or give the store's role READ COMMITTED (ALTER ROLE … SET default_transaction_isolation = 'read committed'), which its writes set for themselves`,
+                { cause: error },
+              ),
+            );
+          }
           if (
             lost < asks - 1 && !gaveUp && !this.#closed && endedUnder(error)
           ) {
@@ -2431,7 +2465,7 @@ export class PostgresStore implements Store {
           if (
             // A goodbye's asks are not spent on a lost connection's.
             gaveUp || this.#closed ||
-            asked >= asks + lost + (emptyAsked ? 1 : 0) ||
+            asked >= asks + lost + serial + (emptyAsked ? 1 : 0) ||
             !(goodbyeBeforeSent(error) || pooled !== undefined)
           ) {
             if (pooled !== undefined) {
