@@ -103,3 +103,63 @@ Deno.test({
     }
   }),
 });
+
+Deno.test({
+  name:
+    "PostgresStore.migrate() on a client behind PgBouncer switched to statement mode after a store on it started, whose schema check meets the pooler's words a lost write left, says the pool mode to set, not the pooler's words alone",
+  ignore: !available,
+  fn: timeout(60_000, async () => {
+    const { server, missing } = await processPostgres();
+    if (server === null) throw new Error(missing);
+    const pooler = await startPgBouncer(server, { mode: "transaction" });
+    const database = await freshDatabase();
+    const url = new URL(pooler.url);
+    url.pathname = new URL(database.url).pathname;
+    // One connection: the request after the lost write is the one that
+    // opens it again, and meets what the pooler said as it ended it.
+    const sql = postgres(url.href, {
+      prepare: false,
+      max: 1,
+      max_lifetime: null,
+      onnotice: () => {},
+    });
+    const store = new PostgresStore(sql, { schema: "relayer" });
+    // A second instance's start on the same client (a Worker's per
+    // request, a service's health check that migrates): its first request
+    // is the schema's check.
+    const next = new PostgresStore(sql, { schema: "relayer" });
+    try {
+      await store.migrate();
+      await store.createIntent({
+        id: "a",
+        state: "authorized",
+        hold: "pending",
+      });
+      await pooler.setMode("statement");
+      assert.match(
+        await store.transition("a", {
+          from: "authorized",
+          to: "settling",
+          version: "1",
+          at: 1,
+        }).then(() => "landed", (error: Error) => error.message),
+        /^PostgreSQL lost the connection during the write \(.*\): it may have landed or not; the next read says which$/,
+      );
+      // Before: "transaction blocks not allowed in statement pooling
+      // mode", the pooler's words alone.
+      await assert.rejects(next.migrate(), (error: Error) => {
+        assert.match(
+          error.message,
+          /^Cannot use this PostgreSQL client as the pooler in front of PostgreSQL ended its connection at a transaction's BEGIN \(transaction blocks not allowed in statement pooling mode\): a pooler in statement mode \(PgBouncer's pool_mode = statement\) does so, and every write of the store is a transaction, so none would be written\. Give the store's database or user the pooler's transaction mode \(with prepare: false, \?prepare=false in DATABASE_URL\) or its session mode$/,
+        );
+        return true;
+      });
+    } finally {
+      store.close();
+      next.close();
+      await sql.end({ timeout: 1 });
+      await pooler.stop();
+      await database.drop();
+    }
+  }),
+});
