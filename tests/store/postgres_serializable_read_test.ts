@@ -18,6 +18,8 @@
 import assert from "node:assert/strict";
 import postgres from "postgres";
 import { PostgresStore } from "../../store/postgres.ts";
+import { isNotWritten } from "../../store/_not_written.ts";
+import { startPostgres } from "../../support/postgres_server.ts";
 import {
   freshDatabase,
   postgresAvailable,
@@ -174,4 +176,93 @@ Deno.test({
       );
       assert.deepEqual([moved.state, moved.version], ["settling", "2"]);
     })),
+});
+
+Deno.test({
+  name:
+    "PostgresStore's read that every ask meets a serialization failure (a pivot another application prepared with PREPARE TRANSACTION) says so, that nothing was read, and to give the role READ COMMITTED; a write's read so failed is marked nothing written",
+  ignore,
+  fn: timeout(60_000, async () => {
+    // A server of its own: two-phase commit needs max_prepared_transactions.
+    const server = await startPostgres({
+      settings: { max_prepared_transactions: "4" },
+    });
+    const admin = postgres(server.url, { max: 2, onnotice: () => {} });
+    const clients: postgres.Sql[] = [admin];
+    const open = () => {
+      const sql = postgres(server.url, {
+        max: 2,
+        onnotice: () => {},
+        max_lifetime: null,
+      });
+      clients.push(sql);
+      return sql;
+    };
+    let store: PostgresStore | undefined;
+    try {
+      const owner = new PostgresStore(admin, { schema: "relayer" });
+      await owner.migrate();
+      await owner.createIntent({
+        id: "a",
+        state: "authorized",
+        hold: "pending",
+      });
+      await owner.createIntent({
+        id: "b",
+        state: "authorized",
+        hold: "pending",
+      });
+      owner.close();
+      await admin.unsafe(
+        `ALTER DATABASE postgres SET default_transaction_isolation = 'serializable'`,
+      );
+      // The pivot, prepared: it can no longer be the one ended, so each
+      // read of what it wrote is (read → w → t, t committed first).
+      const w = await open().reserve();
+      try {
+        await w.unsafe(
+          `BEGIN; SELECT state FROM relayer.intents WHERE id = 'b'`,
+        );
+        await w.unsafe(
+          `UPDATE relayer.intents SET last_error = last_error WHERE id = 'a'`,
+        );
+        await open().unsafe(
+          `UPDATE relayer.intents SET last_error = last_error WHERE id = 'b'`,
+        );
+        await w.unsafe(`PREPARE TRANSACTION 'pivot'`);
+      } finally {
+        w.release();
+      }
+      store = new PostgresStore(open(), { schema: "relayer" });
+      const said =
+        / failed as PostgreSQL ended it 4 times with a serialization failure \(could not serialize access due to read\/write dependencies among transactions\): the database's or role's default_transaction_isolation is serializable \(SHOW default_transaction_isolation\), so the store's reads run at that level beside other SERIALIZABLE transactions on its tables; nothing was read; retry, or give the store's role READ COMMITTED \(ALTER ROLE … SET default_transaction_isolation = 'read committed'\), which its writes set for themselves$/;
+      // Before: the server's words alone, at the first ask.
+      const read = await store.getIntent("a").then(
+        () => new Error("read"),
+        (error: Error) => error,
+      );
+      assert.match(read.message, /^The store's read failed as /);
+      assert.match(read.message, said);
+      assert.equal((read.cause as { code?: unknown })?.code, "40001");
+      const written = await store.transition("a", {
+        from: "authorized",
+        to: "settling",
+        version: "1",
+        at: 1,
+      }).then(() => new Error("written"), (error: Error) => error);
+      // Before: a ConflictError, "another writer changed it at the same
+      // time; re-read it".
+      assert.match(written.message, /^The store's read failed as /);
+      assert.match(written.message, said);
+      assert.ok(isNotWritten(written), written.message);
+      await admin.unsafe(`COMMIT PREPARED 'pivot'`);
+      const a = await store.getIntent("a");
+      assert.deepEqual([a?.state, a?.version], ["authorized", "1"]);
+    } finally {
+      store?.close();
+      await admin.unsafe(`ROLLBACK PREPARED 'pivot'`).catch(() => {});
+      for (const sql of clients) await sql.end({ timeout: 1 });
+      await server.stop();
+    }
+  }),
 });
