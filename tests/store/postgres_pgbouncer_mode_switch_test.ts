@@ -163,3 +163,57 @@ Deno.test({
     }
   }),
 });
+
+Deno.test({
+  name:
+    "PostgresStore behind PgBouncer switched to statement mode: a read that meets the pooler's words as the store closes (a drain) is not asked again and says the pool mode to set, that nothing was read, not the pooler's words alone",
+  ignore: !available,
+  fn: timeout(60_000, async () => {
+    const { server, missing } = await processPostgres();
+    if (server === null) throw new Error(missing);
+    const pooler = await startPgBouncer(server, { mode: "transaction" });
+    const database = await freshDatabase();
+    const url = new URL(pooler.url);
+    url.pathname = new URL(database.url).pathname;
+    // One connection: the read after the lost write is the request that
+    // opens it again, and meets what the pooler said as it ended it.
+    const sql = postgres(url.href, {
+      prepare: false,
+      max: 1,
+      max_lifetime: null,
+      onnotice: () => {},
+    });
+    const store = new PostgresStore(sql, { schema: "relayer" });
+    try {
+      await store.migrate();
+      await store.createIntent({
+        id: "a",
+        state: "authorized",
+        hold: "pending",
+      });
+      await pooler.setMode("statement");
+      await store.transition("a", {
+        from: "authorized",
+        to: "settling",
+        version: "1",
+        at: 1,
+      }).then(() => assert.fail("a write landed in statement mode"), () => {});
+      const read = store.getIntent("a").then(
+        () => new Error("read"),
+        (error: Error) => error,
+      );
+      store.close();
+      const error = await read;
+      // Before: "transaction blocks not allowed in statement pooling mode".
+      assert.equal(
+        error.message,
+        "The store's read failed as the pooler in front of PostgreSQL ended its connection (transaction blocks not allowed in statement pooling mode): nothing was read; retry. Its pool mode is statement (PgBouncer's pool_mode = statement), which ends a connection at each write's BEGIN: Give the store's database or user the pooler's transaction mode (with prepare: false, ?prepare=false in DATABASE_URL) or its session mode",
+      );
+    } finally {
+      store.close();
+      await sql.end({ timeout: 1 });
+      await pooler.stop();
+      await database.drop();
+    }
+  }),
+});
