@@ -2670,7 +2670,9 @@ export class PostgresStore implements Store {
         return landed.value;
       }
       // No connection was handed to it yet: nothing of it was sent.
-      if (!started && socketLost(error)) throw lostBeforeWrite(error);
+      if (!started && socketLost(error)) {
+        throw lostBeforeWrite(error, this.#statementMode);
+      }
       if (!started || !connectionLost(error)) throw error;
       this.#absorb();
       throw lostDuringWrite(error, this.#statementMode);
@@ -4251,14 +4253,23 @@ function lostDuringWrite(error: unknown, pooled?: string): Error {
  * being opened for it, reset before its login ended (a server that
  * refuses the login, an expired password, may reset some so instead of
  * saying why), or closed. Nothing of the write was sent; marked so.
+ * `pooled`, a pooler's words as it ended a connection of the client in
+ * statement mode since the last write that landed (see
+ * `statementModeWords`), names that mode and its mending: a write
+ * through `sql.begin` (`fetch_types: false`, as a client for PgBouncer is
+ * made) loses its connection at its `BEGIN`, before any of it was sent.
  */
-function lostBeforeWrite(error: unknown): Error {
+function lostBeforeWrite(error: unknown, pooled?: string): Error {
   return notWritten(
     Object.assign(
       new Error(
         `PostgreSQL lost the connection the write was to go on before any of it was sent (${
           describeError(error)
-        }): nothing was written, so try again; if it goes on, the server's log says why it ends new connections (an expired password, a connection limit, a restart)`,
+        }): nothing was written, so try again; ${
+          pooled === undefined
+            ? "if it goes on, the server's log says why it ends new connections (an expired password, a connection limit, a restart)"
+            : `the pooler in front of PostgreSQL ended a connection of this client at a transaction's BEGIN since the last write that landed (${pooled}): its pool mode is statement (PgBouncer's pool_mode = statement), and every write of the store is a transaction, so none will land. ${STATEMENT_MODE_FIX}`
+        }`,
         { cause: error },
       ),
       { code: (error as { code?: unknown }).code },
