@@ -839,6 +839,108 @@ async function postgresDev(
   }
 }
 
+/** A quote of the docs, and the run it says gives it. */
+export interface Refusal {
+  /** The doc that quotes it, as a message names it. */
+  readonly doc: string;
+  /** The doc's text. */
+  readonly text: string;
+  /** The words the doc quotes of the refusal. */
+  readonly quote: string;
+}
+
+/**
+ * What is wrong with a refusal a doc quotes, as a run gave it: `undefined`
+ * where the doc still quotes it (its lines joined), the run failed and its
+ * output holds the quote.
+ *
+ * @param refusal The doc and its quote.
+ * @param ran The run's exit code and output.
+ * @returns What is wrong, or `undefined`.
+ *
+ * @example
+ * ```ts
+ * import { refusalUnseen } from "./wrangler_check.ts";
+ * import assert from "node:assert/strict";
+ *
+ * const refusal = { doc: "docs/api.md", text: "refused (`ERR_X`)", quote: "ERR_X" };
+ * assert.equal(refusalUnseen(refusal, { code: 1, out: "Error [ERR_X]: no" }), undefined);
+ * assert.match(refusalUnseen(refusal, { code: 0, out: "" })!, /ran \(exit 0\)/);
+ * ```
+ */
+export function refusalUnseen(
+  refusal: Refusal,
+  ran: { code: number; out: string },
+): string | undefined {
+  const { doc, text, quote } = refusal;
+  if (!text.replace(/\s+/g, " ").includes(quote)) {
+    return `${doc} no longer quotes \`${quote}\`: quote what the run says, and this check with it`;
+  }
+  if (ran.code === 0) {
+    return `it ran (exit 0), where ${doc} says it is refused with \`${quote}\`: say what it does`;
+  }
+  if (!ran.out.includes(quote)) {
+    return `it was refused in other words (${
+      errorLine(ran.out)
+    }), where ${doc} quotes \`${quote}\`: quote what it says`;
+  }
+  return undefined;
+}
+
+/**
+ * docs/api.md's word on npm and esbuild's `postinstall` ("with npm 11.19,
+ * which warns that esbuild's `postinstall`, under tsx, is not allowed to
+ * run"), against the npm that installed tsx: held where that npm's
+ * install printed the warning for esbuild, skipped where it is another
+ * npm than the docs name.
+ *
+ * @param apiDocs docs/api.md's text.
+ * @param npmVersion `npm --version`'s answer.
+ * @param installOut What `npm install` of tsx printed.
+ * @returns Whether it held, was skipped (why), or what is wrong.
+ *
+ * @example
+ * ```ts
+ * import { npmWarningVerdict } from "./wrangler_check.ts";
+ * import assert from "node:assert/strict";
+ *
+ * const docs = "and with npm 11.19, which warns that esbuild's `postinstall`, under tsx, is not allowed to run";
+ * const warned = "npm warn install-scripts   esbuild@0.28.2 (postinstall: node install.js)";
+ * assert.deepEqual(npmWarningVerdict(docs, "11.19.1", warned), { held: true });
+ * assert.ok("wrong" in npmWarningVerdict(docs, "11.19.1", "added 5 packages"));
+ * assert.ok("skipped" in npmWarningVerdict(docs, "11.20.0", "added 5 packages"));
+ * ```
+ */
+export function npmWarningVerdict(
+  apiDocs: string,
+  npmVersion: string,
+  installOut: string,
+): { held: true } | { skipped: string } | { wrong: string } {
+  const line = /with npm (\d+\.\d+), which warns that esbuild's `postinstall`/
+    .exec(apiDocs.replace(/\s+/g, " "))?.[1];
+  if (line === undefined) {
+    return {
+      wrong:
+        "docs/api.md no longer says which npm warns of esbuild's postinstall: say it, and this check with it",
+    };
+  }
+  const version = npmVersion.trim();
+  if (!version.startsWith(`${line}.`)) {
+    return {
+      skipped: `npm ${version} is not the ${line} docs/api.md names`,
+    };
+  }
+  if (!/install-scripts.*\besbuild@[\d.]+ \(postinstall/.test(installOut)) {
+    return {
+      wrong:
+        `npm ${version} installed tsx without the warning docs/api.md says npm ${line} gives of esbuild's postinstall (${
+          errorLine(installOut)
+        }): say what it does`,
+    };
+  }
+  return { held: true };
+}
+
 /**
  * The pin docs/api.md gives `name` (`npm install --save-exact … name@x.y.z`).
  *
@@ -915,6 +1017,44 @@ async function nodeService(
     );
   }
   let ok = true;
+  const npmVersion = (await run("npm", ["--version"])).out;
+  const warning = npmWarningVerdict(docs, npmVersion, install.out);
+  if ("wrong" in warning) {
+    ok = false;
+    console.log(`wrangler-check: FAIL [npm install tsx] ${warning.wrong}`);
+  } else {
+    console.log(
+      "held" in warning
+        ? `  [npm install tsx] npm ${npmVersion.trim()} warns that esbuild's postinstall is not allowed to run, as docs/api.md says`
+        : `  [npm install tsx] esbuild's postinstall warning SKIPPED: ${warning.skipped}`,
+    );
+  }
+  // As CommonJS (a package.json without "type"), tsx refuses the service.
+  await Deno.mkdir(`${project}/cjs`);
+  await Deno.writeTextFile(`${project}/cjs/package.json`, "{}\n");
+  await Deno.writeTextFile(`${project}/cjs/service.ts`, source);
+  for (const node of nodes) {
+    const on = `on Node ${(await run(node, ["--version"])).out.trim()}`;
+    const wrongCjs = refusalUnseen(
+      {
+        doc: "docs/api.md",
+        text: docs,
+        quote:
+          'Top-level await is currently not supported with the "cjs" output format',
+      },
+      await run(node, ["--import", "tsx", "cjs/service.ts"], { cwd: project }),
+    );
+    if (wrongCjs === undefined) {
+      console.log(
+        `  ${label} docs/api.md's Node service as CommonJS ${on}: refused by tsx (top-level await), as docs/api.md quotes`,
+      );
+    } else {
+      ok = false;
+      console.log(
+        `wrangler-check: FAIL ${label} docs/api.md's Node service as CommonJS ${on}: ${wrongCjs}`,
+      );
+    }
+  }
   for (const node of nodes) {
     const on = `on Node ${(await run(node, ["--version"])).out.trim()}`;
     const wrong = await runDocsService({
@@ -935,6 +1075,70 @@ async function nodeService(
       console.log(
         `wrangler-check: FAIL ${label} docs/api.md's Node service ${on}: ${wrong}`,
       );
+    }
+  }
+  return ok;
+}
+
+/**
+ * The refusals docs/api.md and docs/queues.md quote of a Node, from the
+ * Worker's project (the tarball installed): the pinned 22 refuses to strip
+ * the package's types under `node_modules`, and Node 20 (on PATH, as in
+ * CI) runs no `.ts` at all and refuses Wrangler. Said skipped where the
+ * Node on PATH is not 20.
+ */
+async function nodeRefusals(tools: Tools, project: string): Promise<boolean> {
+  const api = {
+    doc: "docs/api.md",
+    text: await Deno.readTextFile(`${ROOT}docs/api.md`),
+  };
+  const queues = {
+    doc: "docs/queues.md",
+    text: await Deno.readTextFile(`${ROOT}docs/queues.md`),
+  };
+  await Deno.writeTextFile(
+    `${project}/import_package.mjs`,
+    'import "@relayer/poison";\n',
+  );
+  const pathNode = (await run("node", ["--version"])).out.trim();
+  const steps: [
+    string,
+    Refusal,
+    () => Promise<{ code: number; out: string }>,
+  ][] = [
+    [
+      `the package imported from node_modules on Node ${
+        (await run(tools.node, ["--version"])).out.trim()
+      }`,
+      { ...api, quote: "ERR_UNSUPPORTED_NODE_MODULES_TYPE_STRIPPING" },
+      () => run(tools.node, ["import_package.mjs"], { cwd: project }),
+    ],
+  ];
+  if (pathNode.startsWith("v20.")) {
+    steps.push([
+      `the package imported from node_modules on Node ${pathNode}`,
+      { ...api, quote: "ERR_UNKNOWN_FILE_EXTENSION" },
+      () => run("node", ["import_package.mjs"], { cwd: project }),
+    ], [
+      `wrangler ${WRANGLER_VERSION} on Node ${pathNode}`,
+      { ...queues, quote: "Wrangler requires at least Node.js v22.0.0" },
+      () => run("node", [tools.wrangler, "--version"], { cwd: project }),
+    ]);
+  } else {
+    console.log(
+      `  [node] Node 20's refusals SKIPPED: the Node on PATH is ${pathNode}, not 20`,
+    );
+  }
+  let ok = true;
+  for (const [what, refusal, ran] of steps) {
+    const wrong = refusalUnseen(refusal, await ran());
+    if (wrong === undefined) {
+      console.log(
+        `  [node] ${what}: refused (${refusal.quote}), as ${refusal.doc} says`,
+      );
+    } else {
+      ok = false;
+      console.log(`wrangler-check: FAIL [node] ${what}: ${wrong}`);
     }
   }
   return ok;
@@ -967,6 +1171,7 @@ async function wranglerCheck(): Promise<number> {
       devVars(`http://127.0.0.1:${server.addr.port}`),
     );
     const configs = ["wrangler.toml", "wrangler.postgres.toml"];
+    ok = await nodeRefusals(found, worker) && ok;
     ok = await checkSchema(found, worker, configs) && ok;
     ok = await checkDryRuns(found, worker, configs) && ok;
     ok = await devWalk(found, worker, "wrangler.toml", "pi") && ok;

@@ -9,8 +9,10 @@ import {
   devVars,
   docsHyperdriveTable,
   docsPackageJson,
+  npmWarningVerdict,
   postgresConfig,
   readyUrl,
+  refusalUnseen,
   wranglerProblems,
 } from "../../tools/wrangler_check.ts";
 
@@ -211,4 +213,69 @@ Deno.test("readyUrl reads the port wrangler dev started on port 0 listens on fro
     readyUrl("[wrangler:info] Ready on https://127.0.0.1:41307\n"),
     "https://127.0.0.1:41307",
   );
+});
+
+Deno.test("refusalUnseen holds a refusal only where the doc still quotes it, the run failed and said it", async () => {
+  const text = await read("docs/api.md");
+  const refusal = {
+    doc: "docs/api.md",
+    text,
+    quote: "ERR_UNSUPPORTED_NODE_MODULES_TYPE_STRIPPING",
+  };
+  const said =
+    'Error [ERR_UNSUPPORTED_NODE_MODULES_TYPE_STRIPPING]: Stripping types is currently unsupported for files under node_modules, for "file:///p/node_modules/@relayer/poison/mod.ts"';
+  assert.equal(refusalUnseen(refusal, { code: 1, out: said }), undefined);
+  assert.match(
+    refusalUnseen(refusal, { code: 0, out: said })!,
+    /^it ran \(exit 0\)/,
+  );
+  assert.match(
+    refusalUnseen(refusal, {
+      code: 1,
+      out:
+        'TypeError [ERR_UNKNOWN_FILE_EXTENSION]: Unknown file extension ".ts"',
+    })!,
+    /^it was refused in other words \(TypeError \[ERR_UNKNOWN_FILE_EXTENSION\]/,
+  );
+  assert.match(
+    refusalUnseen({ ...refusal, text: "Node refuses it." }, {
+      code: 1,
+      out: said,
+    })!,
+    /^docs\/api\.md no longer quotes/,
+  );
+  // A quote the doc wraps across lines is still its quote.
+  const wrapped = {
+    doc: "docs/queues.md",
+    text: "it says `Wrangler requires at least\n   Node.js v22.0.0`",
+    quote: "Wrangler requires at least Node.js v22.0.0",
+  };
+  assert.equal(
+    refusalUnseen(wrapped, {
+      code: 1,
+      out:
+        "Wrangler requires at least Node.js v22.0.0. You are using v20.20.2.",
+    }),
+    undefined,
+  );
+});
+
+Deno.test("npmWarningVerdict holds docs/api.md's esbuild warning on the npm it names, fails it where that npm did not warn, and skips another npm", async () => {
+  const docs = await read("docs/api.md");
+  const warned = [
+    "added 5 packages in 6s",
+    "npm warn install-scripts 1 package has install scripts not yet covered by allowScripts:",
+    "npm warn install-scripts   esbuild@0.28.2 (postinstall: node install.js)",
+  ].join("\n");
+  assert.deepEqual(npmWarningVerdict(docs, "11.19.1\n", warned), {
+    held: true,
+  });
+  const silent = npmWarningVerdict(docs, "11.19.1\n", "added 5 packages in 6s");
+  assert.ok("wrong" in silent, JSON.stringify(silent));
+  assert.match(silent.wrong, /npm 11\.19\.1 installed tsx without the warning/);
+  const other = npmWarningVerdict(docs, "10.9.2\n", "added 5 packages in 6s");
+  assert.deepEqual(other, {
+    skipped: "npm 10.9.2 is not the 11.19 docs/api.md names",
+  });
+  assert.ok("wrong" in npmWarningVerdict("tsx runs.", "11.19.1", warned));
 });
