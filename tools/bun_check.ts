@@ -41,7 +41,7 @@ import { withPostgres } from "./_postgres_check.ts";
 import { resendProbe } from "./_resend_probe.ts";
 import { socketProbe } from "./_postgres_socket_probe.ts";
 import { apiBlock, runDocsService } from "./_docs_service_run.ts";
-import { packTarball } from "./wrangler_check.ts";
+import { packTarball, refusalUnseen } from "./wrangler_check.ts";
 
 /** The pinned Bun. */
 export const BUN_VERSION = "1.4.5";
@@ -95,6 +95,7 @@ async function bunService(
       return false;
     }
   }
+  const built = await bunBuild(bun, env, project);
   const wrong = await runDocsService({
     source,
     project,
@@ -109,6 +110,65 @@ async function bunService(
     wrong === undefined
       ? `  ${label}: RELAYER_INSECURE_DEV refused off loopback and with a public PUBLIC_URL, naming bun service.ts; its two start lines, /readyz 200, an intent created (201), its drain said and exit 0 on SIGTERM`
       : `bun-check: FAIL ${label}: ${wrong}`,
+  );
+  return wrong === undefined && built;
+}
+
+/**
+ * docs/queues.md's `bun build` of `postgres_worker.ts` without Wrangler, in
+ * `project` (the tarball and `postgres` added): as written, it must bundle
+ * postgres.js's Workers build (`cloudflare:sockets`, no `node:net`), and
+ * without `--conditions=workerd` it must fail on `perf_hooks`, as the docs
+ * say. The bundle is not run here (worker-check runs `deno bundle`'s).
+ *
+ * @returns Whether it held.
+ */
+async function bunBuild(
+  bun: string,
+  env: Record<string, string>,
+  project: string,
+): Promise<boolean> {
+  const label = "[bun build] docs/queues.md's postgres_worker.ts for workerd";
+  const docs = await Deno.readTextFile(`${ROOT}docs/queues.md`);
+  const command = /`bun build (postgres_worker\.ts [^`]*)`/.exec(docs)?.[1];
+  if (command === undefined) {
+    console.log(
+      `bun-check: FAIL ${label}: docs/queues.md has no \`bun build postgres_worker.ts …\``,
+    );
+    return false;
+  }
+  const args = ["build", ...command.split(" ").map((a) => a.replace(/'/g, ""))];
+  const out = /--outfile=(\S+)/.exec(command)?.[1];
+  await Deno.copyFile(
+    `${ROOT}examples/cloudflare/postgres_worker.ts`,
+    `${project}/postgres_worker.ts`,
+  );
+  const ran = await run(bun, args, { cwd: project, env, label: "bun build" });
+  const bundled = ran.code === 0 && out !== undefined
+    ? await Deno.readTextFile(`${project}/${out}`)
+    : "";
+  if (
+    !/(?:from |import\()\s*["']cloudflare:sockets["']/.test(bundled) ||
+    /(?:from |import\()\s*["']node:(?:net|tls)["']/.test(bundled)
+  ) {
+    console.log(
+      `bun-check: FAIL ${label}: ${
+        ran.code === 0
+          ? `${out} is not postgres.js's Workers build (no cloudflare:sockets, or node:net)`
+          : errorLine(ran.out)
+      }`,
+    );
+    return false;
+  }
+  const without = args.filter((a) => a !== "--conditions=workerd");
+  const wrong = refusalUnseen(
+    { doc: "docs/queues.md", text: docs, quote: "perf_hooks" },
+    await run(bun, without, { cwd: project, env, label: "bun build" }),
+  );
+  console.log(
+    wrong === undefined
+      ? `  ${label}: bundled as written (cloudflare:sockets, no node:net), refused on perf_hooks without --conditions=workerd`
+      : `bun-check: FAIL ${label} without --conditions=workerd: ${wrong}`,
   );
   return wrong === undefined;
 }
