@@ -365,8 +365,9 @@ const REMOTE_KV_PROBE_MS = 10_000;
 /**
  * The database `open` opens, once one read of it came back, both within
  * `REMOTE_KV_PROBE_MS`. Opening a KV Connect database does not read it
- * (Deno 2.5, the version Deno Deploy names, sends no request at all; later
- * versions fetch its metadata only, and wait 30 s for it), so a database
+ * (Deno 2.5, the version Deno Deploy names, to 2.8 resolve the opening before
+ * any request, then fetch its metadata only; 2.9 fetches it as it opens, and
+ * waits 30 s for it), so a database
  * whose reads are refused, or never answered, would start the service and
  * fail every delivery. The database is closed when the read fails or does
  * not come back in time, and when it opens too late. A read that never came

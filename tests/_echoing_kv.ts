@@ -166,8 +166,9 @@ async function emptyData(req: Request, path: string): Promise<Response> {
 
 /**
  * A KV Connect metadata endpoint that never answers (it answers only once
- * the caller is gone, so the server can shut down): Deno ≥ 2.6 asks it when
- * the database is opened, Deno 2.5 at the first read. Serves on 127.0.0.1 at
+ * the caller is gone, so the server can shut down): Deno ≥ 2.9 asks it as
+ * the database is opened (2.9.0 was the first seen to; 2.8.3 did not), Deno
+ * 2.5 to 2.8 once the opening resolved. Serves on 127.0.0.1 at
  * a free port; its metadata URL is `http://127.0.0.1:<port>/kv`.
  */
 export function silentMetadata(): Deno.HttpServer<Deno.NetAddr> {
