@@ -15,8 +15,15 @@
  */
 
 // deno-lint-ignore-file no-console
-import { runMain } from "./_check.ts";
-import { installTsc, nodeProject, workerTsc } from "./_worker_tsc.ts";
+import { ROOT, runMain } from "./_check.ts";
+import { run } from "./_npm_cache.ts";
+import {
+  installTsc,
+  nodeProject,
+  type TscInstall,
+  workerTsc,
+} from "./_worker_tsc.ts";
+import { refusalUnseen } from "./wrangler_check.ts";
 
 /**
  * The error each option the sentence may name gives `tsc`, and only it:
@@ -64,7 +71,70 @@ async function tscOptionsCheck(): Promise<number> {
     Object.keys(lane.extra ?? {}),
   );
   for (const line of verdict.lines) console.log(line);
-  return verdict.ok ? 0 : 1;
+  const quoted = await quotedErrors(install);
+  return verdict.ok && quoted ? 0 : 1;
+}
+
+/**
+ * The two errors of the pinned `tsc` docs/api.md#from-node quotes, each
+ * from a project of one file that imports `node:net` (as the
+ * `postgres-socket` entry does): `allowImportingTsExtensions` without
+ * `noEmit` (TS5096), and, with `noEmit`, `"types": []` (TS2591, Node's
+ * types not named). About 1.5 s of CPU, the default libs left unread.
+ *
+ * @returns Whether each run failed with the docs' words.
+ */
+async function quotedErrors(install: TscInstall): Promise<boolean> {
+  const text = await Deno.readTextFile(`${ROOT}docs/api.md`);
+  const dir = await Deno.makeTempDir({ prefix: "relayer_tsc_quotes_" });
+  let ok = true;
+  try {
+    await Deno.writeTextFile(
+      `${dir}/socket.ts`,
+      'import { connect } from "node:net";\nexport const open = connect;\n',
+    );
+    const runs: [string, Record<string, unknown>, string][] = [
+      [
+        "allowImportingTsExtensions without noEmit",
+        // No lib: the option's error needs none, and a lib's load is most of a run.
+        { noLib: true },
+        "error TS5096: Option 'allowImportingTsExtensions' can only be used when one of 'noEmit',",
+      ],
+      [
+        "Node's types not named in types",
+        { noEmit: true, types: [], lib: ["es5"] },
+        "Cannot find name 'node:net'. Do you need to install type definitions for node?",
+      ],
+    ];
+    for (const [what, options, quote] of runs) {
+      await Deno.writeTextFile(
+        `${dir}/tsconfig.json`,
+        JSON.stringify({
+          compilerOptions: {
+            module: "esnext",
+            moduleResolution: "bundler",
+            allowImportingTsExtensions: true,
+            strict: true,
+            ...options,
+          },
+          files: ["socket.ts"],
+        }),
+      );
+      const wrong = refusalUnseen(
+        { doc: "docs/api.md", text, quote },
+        await run("node", [install.tsc, "-p", dir], { label: "tsc" }),
+      );
+      if (wrong === undefined) {
+        console.log(`  ${what}: tsc says what docs/api.md#from-node quotes`);
+      } else {
+        ok = false;
+        console.log(`tsc-options-check: FAIL ${what}: ${wrong}`);
+      }
+    }
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+  return ok;
 }
 
 /**
