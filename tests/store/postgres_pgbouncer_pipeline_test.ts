@@ -247,20 +247,32 @@ function watchEnds(port: number): { watch: Relay; behind: string[] } {
  * transaction mode, over a client of one connection with `prepare: false`
  * (whatever the pool has waiting when a connection comes back is sent on
  * it at once). The server gets its bytes 80 ms late: a flight (BEGIN, two
- * writes described first, COMMIT) takes five round trips, 400 ms and more.
+ * writes described first, COMMIT) takes five round trips, 400 ms and more;
+ * `later` holds a chunk (as latin1) that many ms more, and the
+ * connection's chunks behind it.
  * `behind` lists what the client sent behind a ReadyForQuery that ended a
  * transaction (see {@linkcode watchEnds}); `sent` is called with each chunk
  * PgBouncer sends the server (as latin1), as it arrives; `reset` resets the
  * client's connections (an RST).
  */
-async function lateBouncer(sent: (text: string) => void = () => {}) {
+async function lateBouncer(
+  sent: (text: string) => void = () => {},
+  later: (text: string) => number = () => 0,
+) {
   const { server, missing } = await processPostgres();
   if (server === null) throw new Error(missing);
   const text = new TextDecoder("latin1");
+  // Each connection's bytes go on in the order they came, a chunk held
+  // longer holding those behind it.
+  const due = new Map<number, number>();
   const late = relay(server.port, {
-    up(bytes, pass) {
-      sent(text.decode(bytes));
-      setTimeout(pass, 80);
+    up(bytes, pass, connection) {
+      const said = text.decode(bytes);
+      sent(said);
+      const now = performance.now();
+      const at = Math.max(now + 80 + later(said), due.get(connection) ?? 0);
+      due.set(connection, at);
+      setTimeout(pass, at - now);
     },
   });
   const bouncer = await startPgBouncer(
@@ -319,7 +331,14 @@ Deno.test({
   ignore: !available,
   // A read whose answer was dropped would wait for good: fail, not hang.
   fn: timeout(60_000, async () => {
-    const { sql, store, schema, behind, close } = await lateBouncer();
+    // The flight of the write that outlasts its bound, held 1.5 s more
+    // than its bound (1 s): only the flight, so the write's read, one
+    // round trip, answers within the bound however loaded the machine.
+    let holdFlight = false;
+    const { sql, store, schema, behind, close } = await lateBouncer(
+      () => {},
+      (text) => holdFlight && /\bBEGIN\b/.test(text) ? 1_500 : 0,
+    );
     const reads: Promise<unknown>[] = [];
     try {
       for (const id of ["pi_1", "pi_2"]) {
@@ -346,17 +365,25 @@ Deno.test({
         ).sort(),
         ["ConflictError", "written"],
       );
-      // Answered before the next write, whose read waits at most 250 ms.
+      // Answered before the next write, whose read waits at most its bound.
       await Promise.allSettled(reads);
       // A write whose flight outlasts its bound: it answers that it may
       // have landed, and its connection goes back to the pool once the
       // flight (and the statement sent behind it) answered; reads given
-      // as it answers wait for that.
-      const hasty = new PostgresStore(sql, { schema, connectionWaitMs: 250 });
+      // as it answers wait for that. (Its bound was 250 ms, under the five
+      // round trips of a flight and over the read's one, and a loaded
+      // machine's read outlasted it: "did not answer the store's read
+      // within 250ms".)
+      const hasty = new PostgresStore(sql, {
+        schema,
+        connectionWaitMs: 1_000,
+      });
+      holdFlight = true;
       await assert.rejects(
         move(hasty, "pi_2"),
-        /did not answer the write within 250ms/,
+        /did not answer the write within 1000ms/,
       );
+      holdFlight = false;
       for (let n = 0; n < 3; n++) reads.push(store.getIntent("pi_2"));
       await allAnswered(reads, behind);
       assert.equal((await store.getIntent("pi_2"))?.state, "settling");
