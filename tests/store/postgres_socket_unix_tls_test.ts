@@ -69,7 +69,9 @@ Deno.test("answeredSocketOption()'s socket fails a connection that asks for TLS 
           `${asked}, query ${i + 1}`,
         );
         const ms = performance.now() - started;
-        assert.ok(ms < 1_000, `${asked}, query ${i + 1}: ${ms.toFixed(0)} ms`);
+        // At once: under the socket's own 2 s bound and connect_timeout's
+        // 5 s, where 1 s failed a loaded machine's run at 1,468 ms.
+        assert.ok(ms < 2_000, `${asked}, query ${i + 1}: ${ms.toFixed(0)} ms`);
       }
     } finally {
       await sql.end({ timeout: 0 });
