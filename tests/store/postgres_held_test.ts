@@ -388,8 +388,25 @@ Deno.test({
       }
       for (const slot of slots) slot.release();
       await others.end();
-      // Nothing was decided or written, and the store goes on.
-      assert.deepEqual((await held.listDeadLetters()).items, []);
+      // Nothing was decided or written, and the store goes on. Its first
+      // read after the slots free needs a fresh login, which a loaded
+      // machine took past the read's 1 s bound (one run of a flake hunt at
+      // load 15-19 on 2 cores): it is asked again, for 5 s at most, where
+      // it says it was not answered in time; any other failure fails.
+      const deadline = Date.now() + 5_000;
+      let letters;
+      for (;;) {
+        try {
+          letters = await held.listDeadLetters();
+          break;
+        } catch (error) {
+          if (
+            Date.now() > deadline ||
+            !/did not answer the store's read within/.test(String(error))
+          ) throw error;
+        }
+      }
+      assert.deepEqual(letters.items, []);
       const a = await held.getIntent("a");
       assert.deepEqual([a?.state, a?.version], ["authorized", "1"]);
       // The store's probes of the pool after the lost connection stop
