@@ -415,6 +415,24 @@ function urlSaid(url: string): string {
 }
 
 /**
+ * A setting meant as a URL that cannot be read as one, as said in a
+ * refusal: quoted up to its query or fragment, without what comes before
+ * an `@` (a user and a password), which may carry a token as a URL's do.
+ */
+function textSaid(text: string): string {
+  const base = text.replace(/[?#][\s\S]*$/, "");
+  const at = base.lastIndexOf("@");
+  const cut = at < 0
+    ? base
+    : `${/^[^/@]*\/\//.exec(base)?.[0] ?? ""}${base.slice(at + 1)}`;
+  return cut === text
+    ? JSON.stringify(text)
+    : `${
+      JSON.stringify(cut)
+    } (its credentials, query and fragment left unsaid)`;
+}
+
+/**
  * QStash's signing keys and the public URL its tokens name as `sub`.
  *
  * @example Turn on the QStash route
@@ -780,14 +798,21 @@ export function qstashVerifier(
       );
     }
   }
-  if (typeof keys.url !== "string" || !/^https?:\/\/./.test(keys.url)) {
+  if (
+    typeof keys.url !== "string" || !/^https?:\/\/./.test(keys.url) ||
+    !URL.canParse(keys.url)
+  ) {
     // Without a URL the Receiver skips the `sub` check: a token signed
-    // for any other endpoint would pass.
+    // for any other endpoint would pass. One that cannot be read as a URL
+    // (a colon left out, a space in its host) is no URL QStash calls:
+    // taken, every delivery was refused as signed for another URL.
     throw new TypeError(
       `Cannot verify QStash deliveries as 'url' is not an http(s) URL: set it to the public URL QStash calls for this route: current value is ${
-        typeof keys.url === "string" && URL.canParse(keys.url)
+        typeof keys.url !== "string"
+          ? JSON.stringify(keys.url)
+          : URL.canParse(keys.url)
           ? urlSaid(keys.url)
-          : JSON.stringify(keys.url)
+          : textSaid(keys.url)
       }`,
     );
   }
@@ -798,7 +823,7 @@ export function qstashVerifier(
   if (published !== undefined) {
     throw new TypeError(
       `Cannot verify QStash deliveries as '${published}' is a published key (a local QStash's, which anyone can read) and 'url' is not on this machine: anyone could sign a delivery to ${
-        URL.canParse(keys.url) ? urlSaid(keys.url) : keys.url
+        urlSaid(keys.url)
       }. Copy both keys from the QStash console's signing keys`,
     );
   }

@@ -386,13 +386,13 @@ Deno.test("a published QStash key is taken for a URL on a name under localhost, 
     null,
   );
   // A public name whose labels begin as 127.0.0.1 (a wildcard DNS name)
-  // is not this machine; nor is a URL no parser reads.
-  for (
-    const url of [
-      "https://127.0.0.1.nip.io/v1/qstash",
-      "http://relayer .example.com/v1/qstash",
-    ]
-  ) {
+  // is not this machine; a URL no parser reads is refused as no URL.
+  assert.throws(
+    () =>
+      qstashVerifier({ ...keys, url: "http://relayer .example.com/v1/qstash" }),
+    /^TypeError: Cannot verify QStash deliveries as 'url' is not an http\(s\) URL/,
+  );
+  for (const url of ["https://127.0.0.1.nip.io/v1/qstash"]) {
     assert.throws(
       () => qstashVerifier({ ...keys, url }),
       new TypeError(
@@ -434,6 +434,37 @@ Deno.test("qstashVerifier()'s refusal of its url names it by its scheme, host an
     assert.match(message, /^Cannot verify QStash deliveries as /, url);
     assert.ok(!message.includes("hunter2"), message);
     assert.ok(message.includes("relayer.example/v1/qstash"), message);
+  }
+});
+
+Deno.test("qstashVerifier() refuses a url that is no URL (a colon left out, a space in its host) without echoing its credentials or query: it was echoed whole, or taken and every delivery refused", () => {
+  const published = {
+    currentSigningKey: "sig_7kYjw48mhY7kAjqNGcy6cr29RJ6r",
+    nextSigningKey: "sig_5ZB6DVzB1wjE8S6rZ7eenA8Pdnhs",
+  };
+  for (
+    const url of [
+      "https//relayer:hunter2-pass@relayer.example/v1/qstash?token=hunter2-tok",
+      "http://relay er.example/v1/qstash?token=hunter2-tok#hunter2-frag",
+      "https://relayer.example:99999/v1/qstash?token=hunter2-tok",
+    ]
+  ) {
+    for (const keys of [QSTASH, published]) {
+      let message = "";
+      try {
+        qstashVerifier({ ...keys, url });
+      } catch (error) {
+        assert.ok(error instanceof TypeError);
+        message = error.message;
+      }
+      assert.match(
+        message,
+        /^Cannot verify QStash deliveries as 'url' is not an http\(s\) URL/,
+        url,
+      );
+      assert.ok(!message.includes("hunter2"), message);
+      assert.ok(message.includes("/v1/qstash"), message);
+    }
   }
 });
 
