@@ -17,21 +17,30 @@ export function intentIdInText(job: unknown): string | undefined {
   } catch {
     return undefined;
   }
+  return intentIdOfJob(parsed);
+}
+
+/** The intent id of a job as it stands (`{ intentId, kind: "settle" }`), or `undefined`. */
+function intentIdOfJob(value: unknown): string | undefined {
   if (
-    typeof parsed !== "object" || parsed === null || Array.isArray(parsed)
+    typeof value !== "object" || value === null || Array.isArray(value)
   ) return undefined;
-  const { intentId, kind } = parsed as Record<string, unknown>;
+  const { intentId, kind } = value as Record<string, unknown>;
   return isIntentId(intentId) && kind === "settle" ? intentId : undefined;
 }
 
 /**
  * What an unreadable message names as its intent: its `intentId` where it
- * is an object, the intent of a job encoded twice
- * ({@linkcode intentIdInText}) where it is a text, else nothing.
+ * is an object; where it has none, the intent of a job as it stands in its
+ * `job` (a job wrapped in `{"job": …}`, the body `POST /v1/deliveries`
+ * takes, sent to a queue that takes the job itself); the intent of a job
+ * encoded twice ({@linkcode intentIdInText}) where it is a text; else
+ * nothing.
  */
 export function intentIdSeen(job: unknown): unknown {
   if (typeof job === "object" && job !== null) {
-    return (job as Record<string, unknown>).intentId;
+    const { intentId, job: inner } = job as Record<string, unknown>;
+    return intentId === undefined ? intentIdOfJob(inner) : intentId;
   }
   return intentIdInText(job);
 }

@@ -980,3 +980,37 @@ Deno.test("createQueueHandler() keeps a job encoded as JSON twice (a text body o
   assert.equal(letter?.intentId, "pi_0002");
   assert.match(letter!.reason, /encoded as JSON twice/);
 });
+
+Deno.test("createQueueHandler() keeps a message that wraps its job in {job} as a dead letter naming the intent of the job inside, as a job encoded twice names its own; a wrapper around no readable job names none", async () => {
+  // A producer that sends the body POST /v1/deliveries takes: the job is
+  // there to read, and its letter named no intent, the record of a
+  // payment no one could find from it.
+  const store = new MemoryStore();
+  await store.createIntent({ id: "pi_0002", state: "authorized" });
+  const queue = createQueueHandler({
+    deadLetterQueue: "jobs-dlq",
+    deadLetterMaxRetries: 100,
+    relayer: relayerOn(store, { maxDeliveries: 3 }),
+    maxRetries: 2,
+  });
+  const wrapped = fakeMessage(
+    { job: { intentId: "pi_0002", kind: "settle" }, delivery: 1 },
+    1,
+    "m-wrapped",
+  );
+  const misspelt = fakeMessage(
+    { job: { intentId: "pi_0002", kind: "Settle" } },
+    1,
+    "m-misspelt",
+  );
+  await queue({ queue: "jobs", messages: [wrapped, misspelt] });
+  assert.deepEqual(wrapped.calls, ["ack"]);
+  assert.equal(
+    (await store.getDeadLetter("cloudflare/m-wrapped/unreadable"))?.intentId,
+    "pi_0002",
+  );
+  assert.equal(
+    (await store.getDeadLetter("cloudflare/m-misspelt/unreadable"))?.intentId,
+    "",
+  );
+});

@@ -181,3 +181,24 @@ Deno.test("POST /v1/deliveries keeps a signed bare job (no {\"job\": …} around
   await other.body?.cancel();
   assert.equal((await store.listDeadLetters({ limit: 10 })).items.length, 1);
 });
+
+Deno.test('POST /v1/deliveries keeps a job wrapped in {"job": …} twice as a dead letter naming the intent of the job inside, and says so', async () => {
+  const { app, store } = await makeApp({
+    intents: [{ id: "pi_0001", state: "authorized", hold: "pending" }],
+  });
+  const res = await app.request(
+    "/v1/deliveries",
+    await genericRequest(
+      JSON.stringify({
+        job: { job: { intentId: "pi_0001", kind: "settle" } },
+        delivery: 1,
+      }),
+    ),
+  );
+  assert.equal(res.status, 400);
+  const { detail } = await res.json();
+  assert.match(detail, /wrapped in \{"job": …\}/);
+  assert.match(detail, /publish a readable job for intent pi_0001/);
+  const [letter] = (await store.listDeadLetters({ limit: 10 })).items;
+  assert.equal(letter?.intentId, "pi_0001");
+});

@@ -36,6 +36,11 @@ Deno.test("createApp() refuses a job wrapped in {job} on /v1/qstash, /v1/pubsub 
     [SAYS, SAYS],
     "the kept letters say why",
   );
+  // And name the intent of the job inside, as a job encoded twice does.
+  assert.deepEqual(items.map((letter) => letter.intentId), [
+    "pi_0001",
+    "pi_0001",
+  ]);
 
   const jobs = await app.request("/v1/jobs", {
     method: "POST",
