@@ -202,3 +202,34 @@ Deno.test('POST /v1/deliveries keeps a job wrapped in {"job": …} twice as a de
   const [letter] = (await store.listDeadLetters({ limit: 10 })).items;
   assert.equal(letter?.intentId, "pi_0001");
 });
+
+Deno.test("POST /v1/deliveries keeps no letter for a bare job, a job encoded twice or a give-up it cannot read whose signature does not verify: 401, the store untouched", async () => {
+  const { app, store, writes } = await makeApp({
+    intents: [{ id: "pi_0001", state: "authorized", hold: "pending" }],
+  });
+  const job = { intentId: "pi_0001", kind: "settle" };
+  const before = writes();
+  for (
+    const body of [
+      job,
+      { job: JSON.stringify(job) },
+      { job: { job } },
+      { job, gaveUp: "yes" },
+      { job, gaveUp: { deliveries: 5, messageId: 7 } },
+      { job, delivery: 2, gaveUp: { deliveries: 5 } },
+    ]
+  ) {
+    const text = JSON.stringify(body);
+    // Signed over other bytes: a forger's body under a sender's header.
+    const { headers } = await genericRequest(`${text} `);
+    const res = await app.request("/v1/deliveries", {
+      method: "POST",
+      body: text,
+      headers: headers!,
+    });
+    assert.equal(res.status, 401, text);
+    await res.body?.cancel();
+  }
+  assert.equal(writes(), before);
+  assert.deepEqual((await store.listDeadLetters({ limit: 10 })).items, []);
+});
