@@ -1844,7 +1844,11 @@ export function publicUrlPortLine(
     : 80;
   if (port === listening) return undefined;
   const path = url.pathname === "/" ? "" : url.pathname;
+  // The service itself serves plain HTTP (deno serve): an https
+  // PUBLIC_URL on this machine is a TLS proxy's, and the one that reaches
+  // the service without it is http.
   const fixed = new URL(url);
+  fixed.protocol = "http:";
   fixed.port = String(listening);
   return `relayer: PUBLIC_URL is ${url.origin}${path}, on this machine, but the service listens on port ${listening}: QStash delivers to PUBLIC_URL/v1/qstash, which reaches this service only through something on port ${port} that forwards to it; otherwise set PUBLIC_URL=${fixed.origin}${path}`;
 }

@@ -24,6 +24,12 @@ Deno.test("publicUrlPortLine() names a PUBLIC_URL on this machine at another por
     publicUrlPortLine("http://localhost/relayer", 8001)!,
     /^relayer: PUBLIC_URL is http:\/\/localhost\/relayer, .* on port 80 .*; otherwise set PUBLIC_URL=http:\/\/localhost:8001\/relayer$/,
   );
+  // A local TLS proxy's https PUBLIC_URL: the service itself serves plain
+  // HTTP (deno serve), so the PUBLIC_URL that reaches it is http.
+  assert.match(
+    publicUrlPortLine("https://localhost", 8001)!,
+    /^relayer: PUBLIC_URL is https:\/\/localhost, .* on port 443 .*; otherwise set PUBLIC_URL=http:\/\/localhost:8001$/,
+  );
   assert.equal(publicUrlPortLine("http://127.0.0.1:8001", 8001), undefined);
   assert.equal(publicUrlPortLine("http://[::1]:8001/", 8001), undefined);
   assert.equal(
