@@ -581,6 +581,9 @@ const STALE_READS = 2;
  * theirs), and other SERIALIZABLE transactions on the store's tables (a
  * DBA's script, another application's) can end it as the reader of an
  * anomaly. It changed nothing, and asked again it takes a new snapshot.
+ * A hot standby ends a read in the way of its replay with the same code
+ * ("conflict with recovery"), at any level: asked again the same way, and
+ * said as that.
  */
 const SERIAL_READS = 3;
 
@@ -2442,13 +2445,19 @@ export class PostgresStore implements Store {
             }
             // A write's read: nothing of the write was sent.
             const mark = ofWrite ? notWritten : <E extends Error>(e: E) => e;
+            const words = oneLine(String((error as Error).message));
+            // A hot standby cancels a read in the way of its replay with the
+            // same code, at any isolation level: no SERIALIZABLE there.
+            const recovery = /conflict with recovery/.test(words);
             throw mark(
               new Error(
                 `The store's ${what} failed as PostgreSQL ended it ${
                   serial + 1
-                } times with a serialization failure (${
-                  oneLine(String((error as Error).message))
-                }): the database's or role's default_transaction_isolation is serializable (SHOW default_transaction_isolation), so the store's reads run at that level beside other SERIALIZABLE transactions on its tables; nothing was read; retry, or give the store's role READ COMMITTED (ALTER ROLE … SET default_transaction_isolation = 'read committed'), which its writes set for themselves`,
+                } times ${
+                  recovery
+                    ? `for a conflict with recovery (${words}): the server is a hot standby, whose replay of its primary's changes cancels a read in its way (at once where it is behind by more than max_standby_streaming_delay); nothing was read; retry, and check that the store's URL names the primary, which its writes need`
+                    : `with a serialization failure (${words}): the database's or role's default_transaction_isolation is serializable (SHOW default_transaction_isolation), so the store's reads run at that level beside other SERIALIZABLE transactions on its tables; nothing was read; retry, or give the store's role READ COMMITTED (ALTER ROLE … SET default_transaction_isolation = 'read committed'), which its writes set for themselves`
+                }`,
                 { cause: error },
               ),
             );
