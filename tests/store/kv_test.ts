@@ -90,6 +90,32 @@ Deno.test("KvStore: a look reads two keys, the intent and its hold, in one getMa
   assert.deepEqual(asked, [2]);
 });
 
+Deno.test("KvStore: a hold voided after a look refuses the move to settling on what the look saw, though the intent's own key is unchanged: nothing is sent without reserved funds", async () => {
+  using kv = await Deno.openKv(":memory:");
+  const store = new KvStore(kv);
+  await store.createIntent({
+    id: "pi_1",
+    state: "authorized",
+    hold: "pending",
+    mayHaveSent: false,
+  });
+  // The delivery's look, then a cancel voids the hold: only the hold's key
+  // is written, so the look's version is stale by its hold part alone.
+  const seen = (await store.getIntent("pi_1"))!;
+  assert.equal(await store.voidHold("pi_1"), "voided");
+  await assert.rejects(
+    store.transition("pi_1", {
+      from: "authorized",
+      to: "settling",
+      version: seen.version,
+      at: 1,
+    }, { lease: { owner: "a", ttlMs: 60_000, now: 1, keep: true } }),
+    ConflictError,
+  );
+  const after = (await store.getIntent("pi_1"))!;
+  assert.deepEqual([after.state, after.hold], ["authorized", "voided"]);
+});
+
 Deno.test("KvStore: a delivery of another instance holding the lease refuses a write on what this instance looked at", async () => {
   using kv = await Deno.openKv(":memory:");
   // Two processes on one database: each its own KvStore, its own cache.
