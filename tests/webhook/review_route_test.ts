@@ -257,6 +257,21 @@ Deno.test("POST /v1/intents/:id/resolve refuses a stale version, a payment not i
   assert.match((await again.json()).type, /not-in-review$/);
 });
 
+Deno.test("POST /v1/intents/:id/resolve answers 400 bad-resolution for an id no intent can have, before the store is asked, and changes nothing", async () => {
+  const { store, resolve, version } = await inReview();
+  for (const id of ["bad%20id", "pi_1%00", "x".repeat(300)]) {
+    const res = await resolve(
+      { to: "failed", nonceChecked: true, version },
+      id,
+    );
+    assert.equal(res.status, 400, id);
+    const problem = await res.json();
+    assert.match(problem.type, /bad-resolution$/);
+    assert.match(problem.detail, /^An intent id is /);
+  }
+  assert.equal((await store.getIntent("pi_1"))?.state, "needs_review");
+});
+
 Deno.test("POST /v1/intents/:id/resolve will not fail a payment one of whose txs confirmed, nor one whose receipts cannot be read, and fails one whose tx reverted or was dropped", async () => {
   const senderOf = (
     receipts: Record<string, () => Promise<ReceiptStatus>>,
