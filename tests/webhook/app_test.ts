@@ -1706,6 +1706,17 @@ Deno.test("createApp() POST /v1/intents creates an intent for setup, refusing ba
   );
   assert.equal((await create({ id: "bad id" })).status, 400);
   assert.equal((await create({ id: "pi_0010", state: "settled" })).status, 400);
+  // Nor a state past authorized: a settling intent made here would say a
+  // send may have left, with none on record, and no job to follow it up.
+  for (const state of ["settling", "needs_review", "failed"]) {
+    const refused = await create({ id: "pi_0010", state, hold: "pending" });
+    assert.equal(refused.status, 400, state);
+    assert.equal(
+      (await problemOf(refused)).detail,
+      '\'state\' must be "created" or "authorized".',
+    );
+  }
+  assert.equal(await store.getIntent("pi_0010"), null);
   // A field it would not use is refused, not dropped unseen.
   for (
     const [body, detail] of [
