@@ -127,6 +127,29 @@ Deno.test("POST /v1/intents/:id/resolve will not fail a payment while this proce
   assert.equal((await failNow()).status, 200);
 });
 
+// The wait for a send that may run in another instance ends with its
+// lease, counted on the monotonic clock; this process's own send is still
+// running past it (a Sender slower than the lease), and only this
+// process's memory of it stands between the fail and the void.
+Deno.test("POST /v1/intents/:id/resolve still refuses a fail while this process's own send runs past the lease the wait for other instances counts, and voids nothing", async () => {
+  const { store, app, clock, sending, finish } = await heldSend("dropped", 3);
+  const { delivery } = await giveUpMidSend(app, { job, clock, sending });
+  const intent = await readIntent(app, headers);
+  assert.equal(intent.state, "needs_review");
+  const fail = () => failByHand(app, headers, intent.version, true);
+  assert.equal((await fail()).status, 409);
+  clock.mono += 10 * 200; // far past the lease (200 ms) the wait counts
+  const refused = await fail();
+  const body = await refused.json();
+  assert.equal(refused.status, 409, JSON.stringify(body));
+  assert.match(body.type, /send-in-flight$/);
+  assert.match(body.detail, /still running in this process/);
+  assert.equal((await store.getIntent("pi_1"))?.hold, "pending");
+  finish({ txHash: "0xlanded" });
+  await delivery;
+  assert.deepEqual((await store.getIntent("pi_1"))?.txHashes, ["0xlanded"]);
+});
+
 /** `pi_1` in review on `store` with `txHashes` on record; its version. */
 async function inReview(store: Store, txHashes: string[]) {
   const created = await store.createIntent({
