@@ -150,3 +150,22 @@ Deno.test("createRelayer() names a receipt status it cannot read as it came, and
   );
   assert.equal((await store.getIntent("pi_0001"))?.state, "settling");
 });
+
+// MAX_TX_HASH (256) at its edge: a hash of 256 characters is recorded as
+// sent, one of 257 is not recorded (it may exceed a store's value limit)
+// and the send is on record as unknown, as a longer one is.
+Deno.test("createRelayer() records a txHash of 256 characters as sent, and takes one of 257 as a send that may have left", async () => {
+  const longest = `0x${"a".repeat(254)}`;
+  const kept = await answering({ txHash: longest });
+  await kept.relayer.deliver(job, 1);
+  const sent = await kept.store.getIntent("pi_0001");
+  assert.deepEqual(sent?.txHashes, [longest]);
+  assert.equal(sent?.lastBroadcast?.outcome, "sent");
+  const over = `0x${"a".repeat(255)}`;
+  await sentAsUnknown(
+    { txHash: over },
+    `sender returned a txHash of 257 characters (at most 256), starting ${
+      JSON.stringify(over.slice(0, 16))
+    }: the broadcast may have been sent`,
+  );
+});
