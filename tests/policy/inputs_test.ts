@@ -137,3 +137,20 @@ Deno.test("definePolicy refuses an array, and rescueWindow a null queue, saying 
   );
   assert.equal(rescueWindow(DEFAULT_POLICY, undefined), 317_500);
 });
+
+Deno.test("a duration that is not a whole number of milliseconds is refused, by every check that reads one", () => {
+  for (const ms of [1.5, 5_000.25, 2 ** 53]) {
+    assert.throws(
+      () => definePolicy({ baseMs: ms }),
+      /Cannot define policy as 'baseMs' must be an integer number of milliseconds >= 1: current value is /,
+    );
+    assert.throws(
+      () => definePolicy({ stuckAfterMs: ms }),
+      /'stuckAfterMs' must be an integer number of milliseconds >= 0/,
+    );
+    assert.throws(
+      () => backoff(2, { baseMs: 1_000, capMs: ms }),
+      /Cannot compute backoff as 'capMs' must be an integer number of milliseconds >= 1/,
+    );
+  }
+});
