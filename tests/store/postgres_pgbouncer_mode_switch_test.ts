@@ -27,205 +27,17 @@ import { timeout } from "../_timeout.ts";
 
 const available: boolean = await pgbouncerAvailable();
 
-Deno.test({
-  name:
-    "PostgresStore behind PgBouncer switched to statement mode after its start: a read that meets the pooler's words is asked again, and the writes after the first say the pool mode to set, until one lands again",
-  ignore: !available,
-  fn: timeout(60_000, async () => {
-    const { server, missing } = await processPostgres();
-    if (server === null) throw new Error(missing);
-    const pooler = await startPgBouncer(server, { mode: "transaction" });
-    const database = await freshDatabase();
-    const url = new URL(pooler.url);
-    url.pathname = new URL(database.url).pathname;
-    // One connection: the request after a lost write is the one that opens
-    // it again, and meets what the pooler said as it ended it.
-    const sql = postgres(url.href, {
-      prepare: false,
-      max: 1,
-      max_lifetime: null,
-      onnotice: () => {},
-    });
-    const store = new PostgresStore(sql, { schema: "relayer" });
-    const move = (version: string) =>
-      store.transition("a", {
-        from: "authorized",
-        to: "settling",
-        version,
-        at: 1,
-      }).then(() => "landed", (error: Error) => error.message);
-    try {
-      await store.migrate();
-      await store.createIntent({
-        id: "a",
-        state: "authorized",
-        hold: "pending",
-      });
-      await pooler.setMode("statement");
-      assert.match(
-        await move("1"),
-        /^PostgreSQL lost the connection during the write \(.*\): it may have landed or not; the next read says which$/,
-      );
-      // Before: "transaction blocks not allowed in statement pooling
-      // mode", bare, though the read was never sent.
-      const read = await store.getIntent("a").catch((error: Error) =>
-        error.message
-      );
-      assert.equal(typeof read === "string" ? read : read?.version, "1");
-      // Before: the same words as the first write's, every write after.
-      assert.match(
-        await move("1"),
-        /^PostgreSQL lost the connection during the write \(.*\): it may have landed or not; the next read says which\. The pooler in front of PostgreSQL ended a connection of this client at a transaction's BEGIN since the last write that landed \(transaction blocks not allowed in statement pooling mode\): its pool mode is statement \(PgBouncer's pool_mode = statement\), and every write of the store is a transaction, so none will land\. Give the store's database or user the pooler's transaction mode \(with prepare: false, \?prepare=false in DATABASE_URL\) or its session mode$/,
-      );
-      assert.equal((await store.getIntent("a"))?.version, "1");
-      await pooler.setMode("transaction");
-      // Connections the pooler ended are opened again.
-      let landed = "";
-      for (let i = 0; i < 5 && landed !== "landed"; i++) {
-        landed = await move("1");
-      }
-      assert.equal(landed, "landed");
-      // A write landed: the words before it are forgotten, and the first
-      // write the pooler ends again says only what it knows.
-      await pooler.setMode("statement");
-      assert.match(
-        await store.createIntent({ id: "b", hold: "pending" }).then(
-          () => "landed",
-          (e: Error) => e.message,
-        ),
-        /^PostgreSQL lost the connection during the write \(.*\): it may have landed or not; the next read says which$/,
-      );
-    } finally {
-      store.close();
-      await sql.end({ timeout: 1 });
-      await pooler.stop();
-      await database.drop();
-    }
-  }),
-});
-
-Deno.test({
-  name:
-    "PostgresStore.migrate() on a client behind PgBouncer switched to statement mode after a store on it started, whose schema check meets the pooler's words a lost write left, says the pool mode to set, not the pooler's words alone",
-  ignore: !available,
-  fn: timeout(60_000, async () => {
-    const { server, missing } = await processPostgres();
-    if (server === null) throw new Error(missing);
-    const pooler = await startPgBouncer(server, { mode: "transaction" });
-    const database = await freshDatabase();
-    const url = new URL(pooler.url);
-    url.pathname = new URL(database.url).pathname;
-    // One connection: the request after the lost write is the one that
-    // opens it again, and meets what the pooler said as it ended it.
-    const sql = postgres(url.href, {
-      prepare: false,
-      max: 1,
-      max_lifetime: null,
-      onnotice: () => {},
-    });
-    const store = new PostgresStore(sql, { schema: "relayer" });
-    // A second instance's start on the same client (a Worker's per
-    // request, a service's health check that migrates): its first request
-    // is the schema's check.
-    const next = new PostgresStore(sql, { schema: "relayer" });
-    try {
-      await store.migrate();
-      await store.createIntent({
-        id: "a",
-        state: "authorized",
-        hold: "pending",
-      });
-      await pooler.setMode("statement");
-      assert.match(
-        await store.transition("a", {
-          from: "authorized",
-          to: "settling",
-          version: "1",
-          at: 1,
-        }).then(() => "landed", (error: Error) => error.message),
-        /^PostgreSQL lost the connection during the write \(.*\): it may have landed or not; the next read says which$/,
-      );
-      // Before: "transaction blocks not allowed in statement pooling
-      // mode", the pooler's words alone.
-      await assert.rejects(next.migrate(), (error: Error) => {
-        assert.match(
-          error.message,
-          /^Cannot use this PostgreSQL client as the pooler in front of PostgreSQL ended its connection at a transaction's BEGIN \(transaction blocks not allowed in statement pooling mode\): a pooler in statement mode \(PgBouncer's pool_mode = statement\) does so, and every write of the store is a transaction, so none would be written\. Give the store's database or user the pooler's transaction mode \(with prepare: false, \?prepare=false in DATABASE_URL\) or its session mode$/,
-        );
-        return true;
-      });
-    } finally {
-      store.close();
-      next.close();
-      await sql.end({ timeout: 1 });
-      await pooler.stop();
-      await database.drop();
-    }
-  }),
-});
-
-Deno.test({
-  name:
-    "PostgresStore behind PgBouncer switched to statement mode: a read that meets the pooler's words as the store closes (a drain) is not asked again and says the pool mode to set, that nothing was read, not the pooler's words alone",
-  ignore: !available,
-  fn: timeout(60_000, async () => {
-    const { server, missing } = await processPostgres();
-    if (server === null) throw new Error(missing);
-    const pooler = await startPgBouncer(server, { mode: "transaction" });
-    const database = await freshDatabase();
-    const url = new URL(pooler.url);
-    url.pathname = new URL(database.url).pathname;
-    // One connection: the read after the lost write is the request that
-    // opens it again, and meets what the pooler said as it ended it.
-    const sql = postgres(url.href, {
-      prepare: false,
-      max: 1,
-      max_lifetime: null,
-      onnotice: () => {},
-    });
-    const store = new PostgresStore(sql, { schema: "relayer" });
-    try {
-      await store.migrate();
-      await store.createIntent({
-        id: "a",
-        state: "authorized",
-        hold: "pending",
-      });
-      await pooler.setMode("statement");
-      await store.transition("a", {
-        from: "authorized",
-        to: "settling",
-        version: "1",
-        at: 1,
-      }).then(() => assert.fail("a write landed in statement mode"), () => {});
-      const read = store.getIntent("a").then(
-        () => new Error("read"),
-        (error: Error) => error,
-      );
-      store.close();
-      const error = await read;
-      // Before: "transaction blocks not allowed in statement pooling mode".
-      assert.equal(
-        error.message,
-        "The store's read failed as the pooler in front of PostgreSQL ended its connection (transaction blocks not allowed in statement pooling mode): nothing was read; retry. Its pool mode is statement (PgBouncer's pool_mode = statement), which ends a connection at each write's BEGIN: Give the store's database or user the pooler's transaction mode (with prepare: false, ?prepare=false in DATABASE_URL) or its session mode",
-      );
-    } finally {
-      store.close();
-      await sql.end({ timeout: 1 });
-      await pooler.stop();
-      await database.drop();
-    }
-  }),
-});
-
 /**
  * A store behind a PgBouncer started in transaction mode, on a fresh
  * database, migrated, with intent `a` created; its client of one
- * connection (`fetchTypes: false` takes the writes' `sql.begin` path).
+ * connection (`fetchTypes: false` takes the writes' `sql.begin` path):
+ * the request after a lost write is the one that opens it again, and
+ * meets what the pooler said as it ended it.
  */
 async function behindPooler(
   fetchTypes: boolean,
   test: (at: {
+    sql: postgres.Sql;
     store: PostgresStore;
     setMode: (mode: "transaction" | "statement") => Promise<void>;
     move: () => Promise<string>;
@@ -249,6 +61,7 @@ async function behindPooler(
     await store.migrate();
     await store.createIntent({ id: "a", state: "authorized", hold: "pending" });
     await test({
+      sql,
       store,
       setMode: (mode) => pooler.setMode(mode),
       move: () =>
@@ -272,6 +85,109 @@ const LOST =
   /^PostgreSQL lost the connection during the write \(.*\): it may have landed or not; the next read says which$/;
 const LOST_NAMED =
   /^PostgreSQL lost the connection during the write \(.*\): it may have landed or not; the next read says which\. The pooler in front of PostgreSQL ended a connection of this client at a transaction's BEGIN since the last write that landed \(transaction blocks not allowed in statement pooling mode\): its pool mode is statement/;
+
+Deno.test({
+  name:
+    "PostgresStore behind PgBouncer switched to statement mode after its start: a read that meets the pooler's words is asked again, and the writes after the first say the pool mode to set, until one lands again",
+  ignore: !available,
+  fn: timeout(
+    60_000,
+    () =>
+      behindPooler(true, async ({ store, setMode, move }) => {
+        await setMode("statement");
+        assert.match(await move(), LOST);
+        // Before: "transaction blocks not allowed in statement pooling
+        // mode", bare, though the read was never sent.
+        const read = await store.getIntent("a").catch((error: Error) =>
+          error.message
+        );
+        assert.equal(typeof read === "string" ? read : read?.version, "1");
+        // Before: the same words as the first write's, every write after.
+        assert.match(
+          await move(),
+          /^PostgreSQL lost the connection during the write \(.*\): it may have landed or not; the next read says which\. The pooler in front of PostgreSQL ended a connection of this client at a transaction's BEGIN since the last write that landed \(transaction blocks not allowed in statement pooling mode\): its pool mode is statement \(PgBouncer's pool_mode = statement\), and every write of the store is a transaction, so none will land\. Give the store's database or user the pooler's transaction mode \(with prepare: false, \?prepare=false in DATABASE_URL\) or its session mode$/,
+        );
+        assert.equal((await store.getIntent("a"))?.version, "1");
+        await setMode("transaction");
+        // Connections the pooler ended are opened again.
+        let landed = "";
+        for (let i = 0; i < 5 && landed !== "landed"; i++) {
+          landed = await move();
+        }
+        assert.equal(landed, "landed");
+        // A write landed: the words before it are forgotten, and the first
+        // write the pooler ends again says only what it knows.
+        await setMode("statement");
+        assert.match(
+          await store.createIntent({ id: "b", hold: "pending" }).then(
+            () => "landed",
+            (e: Error) => e.message,
+          ),
+          LOST,
+        );
+      }),
+  ),
+});
+
+Deno.test({
+  name:
+    "PostgresStore.migrate() on a client behind PgBouncer switched to statement mode after a store on it started, whose schema check meets the pooler's words a lost write left, says the pool mode to set, not the pooler's words alone",
+  ignore: !available,
+  fn: timeout(
+    60_000,
+    () =>
+      behindPooler(true, async ({ sql, setMode, move }) => {
+        // A second instance's start on the same client (a Worker's per
+        // request, a service's health check that migrates): its first
+        // request is the schema's check.
+        const next = new PostgresStore(sql, { schema: "relayer" });
+        try {
+          await setMode("statement");
+          assert.match(await move(), LOST);
+          // Before: "transaction blocks not allowed in statement pooling
+          // mode", the pooler's words alone.
+          await assert.rejects(next.migrate(), (error: Error) => {
+            assert.match(
+              error.message,
+              /^Cannot use this PostgreSQL client as the pooler in front of PostgreSQL ended its connection at a transaction's BEGIN \(transaction blocks not allowed in statement pooling mode\): a pooler in statement mode \(PgBouncer's pool_mode = statement\) does so, and every write of the store is a transaction, so none would be written\. Give the store's database or user the pooler's transaction mode \(with prepare: false, \?prepare=false in DATABASE_URL\) or its session mode$/,
+            );
+            return true;
+          });
+        } finally {
+          next.close();
+        }
+      }),
+  ),
+});
+
+Deno.test({
+  name:
+    "PostgresStore behind PgBouncer switched to statement mode: a read that meets the pooler's words as the store closes (a drain) is not asked again and says the pool mode to set, that nothing was read, not the pooler's words alone",
+  ignore: !available,
+  fn: timeout(
+    60_000,
+    () =>
+      behindPooler(true, async ({ store, setMode, move }) => {
+        await setMode("statement");
+        assert.notEqual(
+          await move(),
+          "landed",
+          "a write landed in statement mode",
+        );
+        const read = store.getIntent("a").then(
+          () => new Error("read"),
+          (error: Error) => error,
+        );
+        store.close();
+        const error = await read;
+        // Before: "transaction blocks not allowed in statement pooling mode".
+        assert.equal(
+          error.message,
+          "The store's read failed as the pooler in front of PostgreSQL ended its connection (transaction blocks not allowed in statement pooling mode): nothing was read; retry. Its pool mode is statement (PgBouncer's pool_mode = statement), which ends a connection at each write's BEGIN: Give the store's database or user the pooler's transaction mode (with prepare: false, ?prepare=false in DATABASE_URL) or its session mode",
+        );
+      }),
+  ),
+});
 
 Deno.test({
   name:
