@@ -755,13 +755,15 @@ Deno.test("loadConfig() refuses a plain number under a second, most likely secon
   );
 });
 
+/** QStash's keys and the URL it signs, for the refusals of a secret's form. */
+const QSTASH_SETTINGS = {
+  QSTASH_CURRENT_SIGNING_KEY: "sig_current_0123456789",
+  QSTASH_NEXT_SIGNING_KEY: "sig_next_0123456789ab",
+  PUBLIC_URL: "https://relayer.example.test",
+};
+
 Deno.test("loadConfig() refuses a secret with a space or line break at either end, never echoing it", () => {
   // With the newline kept, every delivery signed with the secret is a 401.
-  const qstash = {
-    QSTASH_CURRENT_SIGNING_KEY: "sig_current_0123456789",
-    QSTASH_NEXT_SIGNING_KEY: "sig_next_0123456789ab",
-    PUBLIC_URL: "https://relayer.example.test",
-  };
   for (
     const [name, value] of [
       ["WEBHOOK_SECRET", "a-webhook-secret-16\n"],
@@ -770,7 +772,7 @@ Deno.test("loadConfig() refuses a secret with a space or line break at either en
       ["QSTASH_NEXT_SIGNING_KEY", "sig_next_0123456789ab "],
     ] as const
   ) {
-    const message = refusal({ ...base, ...qstash, [name]: value });
+    const message = refusal({ ...base, ...QSTASH_SETTINGS, [name]: value });
     assert.match(message, new RegExp(`^${name} starts or ends with a space`));
     assert.ok(!message.includes(value.trim()), message);
   }
@@ -780,11 +782,6 @@ Deno.test("loadConfig() refuses a secret wrapped in quotes, as an env file read 
   // docker run --env-file and kubectl create secret --from-env-file take
   // WEBHOOK_SECRET="…" quotes and all: every delivery signed with the
   // secret, or by QStash with its keys, was a 401 that could not say why.
-  const qstash = {
-    QSTASH_CURRENT_SIGNING_KEY: "sig_current_0123456789",
-    QSTASH_NEXT_SIGNING_KEY: "sig_next_0123456789ab",
-    PUBLIC_URL: "https://relayer.example.test",
-  };
   for (
     const [name, value] of [
       ["WEBHOOK_SECRET", '"a-webhook-secret-16"'],
@@ -795,7 +792,7 @@ Deno.test("loadConfig() refuses a secret wrapped in quotes, as an env file read 
   ) {
     const message = refusal({
       ...base,
-      ...qstash,
+      ...QSTASH_SETTINGS,
       WEBHOOK_SECRET: "a-webhook-secret-15",
       [name]: value,
     });
