@@ -10,7 +10,12 @@ import { sign } from "hono/jwt";
 import type { HonoJsonWebKey } from "hono/utils/jwt/jws";
 import { hmac } from "@noble/hashes/hmac.js";
 import { sha256 } from "@noble/hashes/sha2.js";
-import { hmacSignature, type PushVerification } from "../../webhook/_auth.ts";
+import {
+  hmacSignature,
+  pubsubVerifier,
+  type PushVerification,
+} from "../../webhook/_auth.ts";
+import { googleJwks } from "../../webhook/google_jwks.ts";
 
 const encoder = new TextEncoder();
 
@@ -273,4 +278,37 @@ export function taking(
   verify: (authorization: string | undefined) => Promise<PushVerification>,
 ): (authorization: string | undefined) => Promise<boolean> {
   return async (authorization) => (await verify(authorization)).ok;
+}
+
+/**
+ * Google's keys endpoint, answering whatever `served` holds (cached an
+ * hour), counting its fetches; a verifier on `googleJwks()` over it, both
+ * on `clock`, for the push subscription's `audience`.
+ */
+export function verifierOn(
+  first: readonly JsonWebKey[],
+  audience: string = PUBSUB.audience,
+) {
+  const google = {
+    served: first,
+    fetches: 0,
+    clock: 1_000_000,
+  };
+  const jwks = googleJwks({
+    fetch: () => {
+      google.fetches++;
+      return Promise.resolve(
+        Response.json({ keys: google.served }, {
+          headers: { "cache-control": "public, max-age=3600" },
+        }),
+      );
+    },
+    now: () => google.clock,
+  });
+  const verify = taking(pubsubVerifier({
+    audience,
+    serviceAccount: PUBSUB.serviceAccount,
+    jwks,
+  }, () => google.clock));
+  return { google, verify };
 }

@@ -9,32 +9,13 @@
  */
 
 import assert from "node:assert/strict";
-import { pubsubVerifier } from "../../webhook/_auth.ts";
-import { googleJwks } from "../../webhook/google_jwks.ts";
-import { fakeGoogle, PUBSUB, taking } from "./_signing.ts";
+import { fakeGoogle, verifierOn } from "./_signing.ts";
 
 Deno.test("pubsubVerifier() fetches Google's keys again for a push to an audience beyond ASCII signed by a key added since, and takes it", async () => {
   const audience = "https://zahlungen.example.test/v1/pubsub?an=Gläubiger-Ø";
   const before = await fakeGoogle();
   const after = await fakeGoogle();
-  const google = { served: before.jwks as JsonWebKey[], fetches: 0 };
-  const clock = { at: 1_000_000 };
-  const jwks = googleJwks({
-    fetch: () => {
-      google.fetches++;
-      return Promise.resolve(
-        Response.json({ keys: google.served }, {
-          headers: { "cache-control": "public, max-age=3600" },
-        }),
-      );
-    },
-    now: () => clock.at,
-  });
-  const verify = taking(pubsubVerifier({
-    audience,
-    serviceAccount: PUBSUB.serviceAccount,
-    jwks,
-  }, () => clock.at));
+  const { google, verify } = verifierOn(before.jwks, audience);
   assert.equal(
     await verify(`Bearer ${await before.token({ aud: audience })}`),
     true,
@@ -45,12 +26,12 @@ Deno.test("pubsubVerifier() fetches Google's keys again for a push to an audienc
     ...before.jwks,
     { ...after.jwks[0], kid: "test-key-2" } as JsonWebKey,
   ];
-  clock.at += 1_000;
+  google.clock += 1_000;
   const token = await after.token({ aud: audience }, { kid: "test-key-2" });
   assert.equal(await verify(`Bearer ${token}`), true);
   assert.equal(google.fetches, 2, "one refetch");
   // Another audience beyond ASCII is still not this route's: no fetch.
-  clock.at += 120_000;
+  google.clock += 120_000;
   const other = await after.token({ aud: `${audience}x` }, {
     kid: "test-key-3",
   });

@@ -9,42 +9,8 @@
  */
 
 import assert from "node:assert/strict";
-import {
-  JWKS_REFETCH_INTERVAL_MS,
-  pubsubVerifier,
-} from "../../webhook/_auth.ts";
-import { googleJwks } from "../../webhook/google_jwks.ts";
-import { fakeGoogle, PUBSUB, taking } from "./_signing.ts";
-
-/**
- * Google's keys endpoint, answering whatever `served` holds (cached an
- * hour), counting its fetches; a verifier on `googleJwks()` over it, both
- * on `clock`.
- */
-function verifierOn(first: readonly JsonWebKey[]) {
-  const google = {
-    served: first,
-    fetches: 0,
-    clock: 1_000_000,
-  };
-  const jwks = googleJwks({
-    fetch: () => {
-      google.fetches++;
-      return Promise.resolve(
-        Response.json({ keys: google.served }, {
-          headers: { "cache-control": "public, max-age=3600" },
-        }),
-      );
-    },
-    now: () => google.clock,
-  });
-  const verify = taking(pubsubVerifier({
-    audience: PUBSUB.audience,
-    serviceAccount: PUBSUB.serviceAccount,
-    jwks,
-  }, () => google.clock));
-  return { google, verify };
-}
+import { JWKS_REFETCH_INTERVAL_MS } from "../../webhook/_auth.ts";
+import { fakeGoogle, verifierOn } from "./_signing.ts";
 
 Deno.test("pubsubVerifier() takes the pushes signed by a key Google published under a kid it already holds, after one refetch of the keys they share, not once the cached keys expire", async () => {
   const before = await fakeGoogle();
