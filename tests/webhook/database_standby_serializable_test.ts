@@ -32,7 +32,7 @@ Deno.test({
       }, { writeDir: dir });
       const { code, stdout, stderr } = await service.ended();
       assert.equal(code, 1, stderr);
-      assert.doesNotMatch(`${stdout}${stderr}`, /Uncaught|    at /);
+      assert.doesNotMatch(`${stdout}${stderr}`, /Uncaught| {4}at /);
       assert.match(
         stdout,
         /^relayer: PostgreSQL refused postgres\.js's type query on a new connection \(0A000: a hot standby, whose database or role defaults to SERIALIZABLE\): the connection goes on without it, and the store's calls on it say the server is a standby$/m,
