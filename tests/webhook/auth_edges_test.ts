@@ -410,27 +410,37 @@ Deno.test("a published QStash key is taken for a URL on a name under localhost, 
   assert.equal(error.setting, "QSTASH_CURRENT_SIGNING_KEY");
 });
 
+/** A local QStash's published keys, which anyone can read. */
+const PUBLISHED = {
+  currentSigningKey: "sig_7kYjw48mhY7kAjqNGcy6cr29RJ6r",
+  nextSigningKey: "sig_5ZB6DVzB1wjE8S6rZ7eenA8Pdnhs",
+};
+
+/** The message of `qstashVerifier()`'s refusal of `url`, or "" if taken. */
+function urlRefusal(
+  keys: { currentSigningKey: string; nextSigningKey: string },
+  url: string,
+): string {
+  try {
+    qstashVerifier({ ...keys, url });
+  } catch (error) {
+    assert.ok(error instanceof TypeError);
+    return error.message;
+  }
+  return "";
+}
+
 Deno.test("qstashVerifier()'s refusal of its url names it by its scheme, host and path, never its credentials, query or fragment: a URL that carries a password is not echoed whole", () => {
-  const published = {
-    currentSigningKey: "sig_7kYjw48mhY7kAjqNGcy6cr29RJ6r",
-    nextSigningKey: "sig_5ZB6DVzB1wjE8S6rZ7eenA8Pdnhs",
-  };
   for (
     const [keys, url] of [
       // A published key, for a URL off this machine.
-      [published, "https://relayer:hunter2-pass@relayer.example/v1/qstash"],
-      [published, "https://relayer.example/v1/qstash?token=hunter2-pass"],
+      [PUBLISHED, "https://relayer:hunter2-pass@relayer.example/v1/qstash"],
+      [PUBLISHED, "https://relayer.example/v1/qstash?token=hunter2-pass"],
       // Another scheme than http(s).
       [QSTASH, "ftp://relayer:hunter2-pass@relayer.example/v1/qstash"],
     ] as const
   ) {
-    let message = "";
-    try {
-      qstashVerifier({ ...keys, url });
-    } catch (error) {
-      assert.ok(error instanceof TypeError);
-      message = error.message;
-    }
+    const message = urlRefusal(keys, url);
     assert.match(message, /^Cannot verify QStash deliveries as /, url);
     assert.ok(!message.includes("hunter2"), message);
     assert.ok(message.includes("relayer.example/v1/qstash"), message);
@@ -438,10 +448,6 @@ Deno.test("qstashVerifier()'s refusal of its url names it by its scheme, host an
 });
 
 Deno.test("qstashVerifier() refuses a url that is no URL (a colon left out, a space in its host) without echoing its credentials or query: it was echoed whole, or taken and every delivery refused", () => {
-  const published = {
-    currentSigningKey: "sig_7kYjw48mhY7kAjqNGcy6cr29RJ6r",
-    nextSigningKey: "sig_5ZB6DVzB1wjE8S6rZ7eenA8Pdnhs",
-  };
   for (
     const url of [
       "https//relayer:hunter2-pass@relayer.example/v1/qstash?token=hunter2-tok",
@@ -449,14 +455,8 @@ Deno.test("qstashVerifier() refuses a url that is no URL (a colon left out, a sp
       "https://relayer.example:99999/v1/qstash?token=hunter2-tok",
     ]
   ) {
-    for (const keys of [QSTASH, published]) {
-      let message = "";
-      try {
-        qstashVerifier({ ...keys, url });
-      } catch (error) {
-        assert.ok(error instanceof TypeError);
-        message = error.message;
-      }
+    for (const keys of [QSTASH, PUBLISHED]) {
+      const message = urlRefusal(keys, url);
       assert.match(
         message,
         /^Cannot verify QStash deliveries as 'url' is not an http\(s\) URL/,
