@@ -386,6 +386,23 @@ function readable(body: unknown): { raw: string; intentId?: unknown } {
   return { raw, intentId: intentIdSeen(value) };
 }
 
+/**
+ * What a refusal adds for an option given as text: a Worker's `[vars]`
+ * quoted, its dashboard's variables and `.dev.vars` are text, and
+ * `"9"` beside "must be an integer" reads as a contradiction. Told, as
+ * definePolicy tells it, to give a number, and which of `workerConfig`'s
+ * fields reads the Worker's setting into one. Not read here: the options
+ * are numbers, and the retentions' settings are durations (`"4d"`), whose
+ * digits alone would not be milliseconds.
+ */
+function asText(value: unknown, reads?: string): string {
+  if (typeof value !== "string") return "";
+  if (reads === undefined) return ", a text: give a number";
+  return reads.startsWith("cloudflareRetentions")
+    ? `, a text: give a number of milliseconds (parseDuration reads a duration's text into one; workerConfig(env).config.${reads} into one)`
+    : `, a text: give a number (workerConfig(env).config.${reads} into one)`;
+}
+
 /** Refuses a dead-letter queue whose retries end before its retention can. */
 function checkDeadLetterRetries(
   options: QueueHandlerOptions,
@@ -398,6 +415,11 @@ function checkDeadLetterRetries(
     throw new RangeError(
       `Cannot create queue handler as 'deadLetterMaxRetries' must be an integer in 0..100: current value is ${
         show(retries)
+      }${
+        asText(
+          retries,
+          "cloudflareDeadLetterMaxRetries reads CLOUDFLARE_DLQ_MAX_RETRIES",
+        )
       }`,
     );
   }
@@ -428,6 +450,15 @@ function checkRetentionAllowed(
       formatDuration(CLOUDFLARE_MAX_RETENTION_MS)
     } (a Cloudflare queue's message retention, 4 days unless set): current value is ${
       show(value)
+    }${
+      asText(
+        value,
+        `cloudflareRetentions reads ${
+          name === "messageRetentionMs"
+            ? "CLOUDFLARE_MESSAGE_RETENTION"
+            : "CLOUDFLARE_DLQ_MESSAGE_RETENTION"
+        }`,
+      )
     }`,
   );
 }
@@ -459,6 +490,11 @@ function checkRetentions(
         formatDuration(CLOUDFLARE_MAX_DELIVERY_DELAY_MS)
       } (the queue's delivery delay, or the longest delaySeconds a producer sends with): current value is ${
         show(deliveryDelayMs)
+      }${
+        asText(
+          deliveryDelayMs,
+          "cloudflareRetentions reads CLOUDFLARE_DELIVERY_DELAY",
+        )
       }`,
     );
   }
@@ -595,6 +631,11 @@ export function createQueueHandler(options: QueueHandlerOptions): QueueHandler {
     throw new RangeError(
       `Cannot create queue handler as 'maxRetries' must be an integer in 0..100: current value is ${
         show(maxRetries)
+      }${
+        asText(
+          maxRetries,
+          "queues.cloudflare.maxRetries reads CLOUDFLARE_MAX_RETRIES",
+        )
       }`,
     );
   }
@@ -602,7 +643,7 @@ export function createQueueHandler(options: QueueHandlerOptions): QueueHandler {
     throw new RangeError(
       `Cannot create queue handler as 'concurrency' must be an integer in 1..6 (a Worker holds 6 connections at a time): current value is ${
         show(concurrency)
-      }`,
+      }${asText(concurrency)}`,
     );
   }
   const { maxDeliveries } = relayer.policy;

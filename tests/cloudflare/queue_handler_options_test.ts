@@ -45,11 +45,16 @@ for (
   });
 }
 
-// A Worker in JavaScript that passes its [vars] on as they are gives text:
+// A Worker in JavaScript that passes its [vars] on as they are gives text
+// (a quoted `MAX_RETRIES = "9"`, a dashboard variable, `.dev.vars`):
 // "current value is 9" beside "must be an integer in 0..100" read as a
-// contradiction, and a value with no text (an object without a
-// prototype) met the engine's "Cannot convert object to primitive value".
-Deno.test("createQueueHandler() shows a number given as text quoted, and names a value with no text of its own, in each option's refusal", async () => {
+// contradiction, and so did `"9"` alone; a value with no text (an object
+// without a prototype) met the engine's "Cannot convert object to
+// primitive value". A text is refused, as definePolicy refuses one, and
+// told what reads the Worker's setting into a number (workerConfig): the
+// options are numbers, and the retentions' settings are durations ("4d"),
+// whose digits alone would not be milliseconds.
+Deno.test("createQueueHandler() shows a number given as text quoted, says it is a text and what gives the number, and names a value with no text of its own, in each option's refusal", async () => {
   const { createRelayer, MemoryStore, ScriptedSender } = await import(
     "../../mod.ts"
   );
@@ -67,7 +72,7 @@ Deno.test("createQueueHandler() shows a number given as text quoted, and names a
     [
       "maxRetries",
       "9",
-      /'maxRetries' must be an integer in 0\.\.100: current value is "9"$/,
+      /'maxRetries' must be an integer in 0\.\.100: current value is "9", a text: give a number \(workerConfig\(env\)\.config\.queues\.cloudflare\.maxRetries reads CLOUDFLARE_MAX_RETRIES into one\)$/,
     ],
     [
       "maxRetries",
@@ -77,27 +82,27 @@ Deno.test("createQueueHandler() shows a number given as text quoted, and names a
     [
       "deadLetterMaxRetries",
       "100",
-      /'deadLetterMaxRetries' must be an integer in 0\.\.100: current value is "100"$/,
+      /'deadLetterMaxRetries' must be an integer in 0\.\.100: current value is "100", a text: give a number \(workerConfig\(env\)\.config\.cloudflareDeadLetterMaxRetries reads CLOUDFLARE_DLQ_MAX_RETRIES into one\)$/,
     ],
     [
       "concurrency",
       "4",
-      /'concurrency' must be an integer in 1\.\.6 \(.*\): current value is "4"$/,
+      /'concurrency' must be an integer in 1\.\.6 \(.*\): current value is "4", a text: give a number$/,
     ],
     [
       "messageRetentionMs",
       "86400000",
-      /'messageRetentionMs' must be whole seconds .*: current value is "86400000"$/,
+      /'messageRetentionMs' must be whole seconds .*: current value is "86400000", a text: give a number of milliseconds \(parseDuration reads a duration's text into one; workerConfig\(env\)\.config\.cloudflareRetentions reads CLOUDFLARE_MESSAGE_RETENTION into one\)$/,
     ],
     [
       "deadLetterMessageRetentionMs",
       "86400000",
-      /'deadLetterMessageRetentionMs' must be whole seconds .*: current value is "86400000"$/,
+      /'deadLetterMessageRetentionMs' must be whole seconds .*: current value is "86400000", a text: give a number of milliseconds \(parseDuration reads a duration's text into one; workerConfig\(env\)\.config\.cloudflareRetentions reads CLOUDFLARE_DLQ_MESSAGE_RETENTION into one\)$/,
     ],
     [
       "deliveryDelayMs",
       "0",
-      /'deliveryDelayMs' must be whole seconds .*: current value is "0"$/,
+      /'deliveryDelayMs' must be whole seconds .*: current value is "0", a text: give a number of milliseconds \(parseDuration reads a duration's text into one; workerConfig\(env\)\.config\.cloudflareRetentions reads CLOUDFLARE_DELIVERY_DELAY into one\)$/,
     ],
     [
       "maxRetries",

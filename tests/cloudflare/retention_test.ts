@@ -244,9 +244,16 @@ Deno.test("createQueueHandler() refuses a message retention Cloudflare does not 
           name: "RangeError",
           message:
             `Cannot create queue handler as '${name}' must be whole seconds from 1m0s to 336h0m0s (a Cloudflare queue's message retention, 4 days unless set): current value is ${
-              // Text quoted: "4d", not 4d.
+              // Text quoted: "4d", not 4d; and said to be text, with
+              // what reads a duration's text.
               typeof value === "string"
-                ? JSON.stringify(value)
+                ? `${
+                  JSON.stringify(value)
+                }, a text: give a number of milliseconds (parseDuration reads a duration's text into one; workerConfig(env).config.cloudflareRetentions reads ${
+                  name === "messageRetentionMs"
+                    ? "CLOUDFLARE_MESSAGE_RETENTION"
+                    : "CLOUDFLARE_DLQ_MESSAGE_RETENTION"
+                } into one)`
                 : String(value)}`,
         },
       );
@@ -298,7 +305,11 @@ Deno.test("createQueueHandler() counts a queue's delivery delay in the jobs queu
       name: "RangeError",
       message:
         `Cannot create queue handler as 'deliveryDelayMs' must be whole seconds from 0 to 24h0m0s (the queue's delivery delay, or the longest delaySeconds a producer sends with): current value is ${
-          typeof value === "string" ? JSON.stringify(value) : String(value)
+          typeof value === "string"
+            ? `${
+              JSON.stringify(value)
+            }, a text: give a number of milliseconds (parseDuration reads a duration's text into one; workerConfig(env).config.cloudflareRetentions reads CLOUDFLARE_DELIVERY_DELAY into one)`
+            : String(value)
         }`,
     });
   }
