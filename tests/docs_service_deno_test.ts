@@ -1,0 +1,202 @@
+/**
+ * The service on Deno KV that docs/api.md ("On Deno") gives a Deno user,
+ * run as its `localRun` line says from a project that links this
+ * repository (the section's `deno.json`): on SIGTERM mid-send it lets the
+ * delivery in flight send its answer, its send's hash in it, says its
+ * drain in `deno task start`'s words and exits 0; a port in use is one
+ * `relayer: cannot start: …` line, no stack.
+ *
+ * @module
+ */
+
+import assert from "node:assert/strict";
+import { fileURLToPath } from "node:url";
+import { apiBlocks } from "./_docs_service.ts";
+import { signedDelivery } from "./_main_process.ts";
+import { slowSigner } from "./_slow_signer.ts";
+import { timeout } from "./_timeout.ts";
+
+const ROOT = fileURLToPath(new URL("..", import.meta.url));
+
+const SETTINGS = {
+  OPS_TOKEN: "local-ops-token-0123456789",
+  WEBHOOK_SECRET: "local-secret-0123456789",
+};
+
+/** The one `ts` block of "On Deno", and the arguments its `localRun` gives `deno`. */
+async function service(): Promise<{ code: string; args: string[] }> {
+  const blocks = await apiBlocks("On Deno", "From Node");
+  assert.equal(blocks.length, 1, "On Deno has one ts block");
+  const line = /const localRun =\s*"deno ([^"]+)";/.exec(blocks[0]!);
+  assert.ok(line, "the service names how it is run (localRun)");
+  return { code: blocks[0]!, args: line[1]!.split(" ") };
+}
+
+/** A free port on 127.0.0.1. */
+function freePort(): number {
+  const free = Deno.listen({ hostname: "127.0.0.1", port: 0 });
+  const { port } = free.addr;
+  free.close();
+  return port;
+}
+
+/**
+ * The service written in a new project linked to this repository, on
+ * `port`, and the command that runs it with `env` (and only what Deno
+ * needs of this process's environment to find its cache).
+ */
+async function project(
+  dir: string,
+  port: number,
+  env: Record<string, string>,
+): Promise<Deno.Command> {
+  const { code, args } = await service();
+  assert.ok(code.includes("port: 8000,"), "the service listens on 8000");
+  const { version } = JSON.parse(
+    await Deno.readTextFile(`${ROOT}deno.json`),
+  ) as { version: string };
+  await Deno.writeTextFile(
+    `${dir}/deno.json`,
+    JSON.stringify({
+      imports: { "@relayer/poison": `jsr:@relayer/poison@^${version}` },
+      links: [ROOT],
+      unstable: ["kv"],
+    }),
+  );
+  await Deno.writeTextFile(
+    `${dir}/service.ts`,
+    code.replace("port: 8000,", `port: ${port},`),
+  );
+  const own: Record<string, string> = {};
+  for (const name of ["PATH", "HOME", "DENO_DIR", "XDG_CACHE_HOME"]) {
+    const value = Deno.env.get(name);
+    if (value !== undefined) own[name] = value;
+  }
+  return new Deno.Command(Deno.execPath(), {
+    args: [args[0]!, "--quiet", ...args.slice(1)],
+    cwd: dir,
+    env: { ...own, ...env, KV_PATH: `${dir}/relayer.kv`, NO_COLOR: "1" },
+    clearEnv: true,
+    stdin: "null",
+    stdout: "piped",
+    stderr: "piped",
+  });
+}
+
+/** Whether `port` answers /readyz with 200 within 30 s (a cold cache loads the package first). */
+async function readyWithin(port: number): Promise<boolean> {
+  for (let i = 0; i < 300; i++) {
+    const ready = await fetch(`http://127.0.0.1:${port}/readyz`)
+      .then(async (r) => (await r.body?.cancel(), r.ok), () => false);
+    if (ready) return true;
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  return false;
+}
+
+Deno.test({
+  name:
+    "docs/api.md's Deno service on SIGTERM sends the answer of the delivery in flight, its send's hash in it, says its drain, and exits 0",
+  fn: timeout(60_000, async () => {
+    const dir = await Deno.makeTempDir({ prefix: "relayer_docs_deno_" });
+    // Held until the service takes no new connection: its drain begun.
+    const signer = slowSigner(30_000);
+    const port = freePort();
+    const base = `http://127.0.0.1:${port}`;
+    let child: Deno.ChildProcess | undefined;
+    try {
+      child = (await project(dir, port, {
+        ...SETTINGS,
+        SENDER_URL: signer.url,
+      })).spawn();
+      const stderr = new Response(child.stderr).text();
+      const stdout = new Response(child.stdout).text();
+      assert.ok(await readyWithin(port), "the service never answered");
+      const created = await fetch(`${base}/v1/intents`, {
+        method: "POST",
+        headers: { authorization: `Bearer ${SETTINGS.OPS_TOKEN}` },
+        body: JSON.stringify({ id: "pi_drain", state: "authorized" }),
+      });
+      assert.equal(created.status, 201, await created.text());
+      const inFlight = signedDelivery(
+        base,
+        SETTINGS.WEBHOOK_SECRET,
+        "pi_drain",
+      );
+      inFlight.catch(() => {}); // said where it is awaited
+      await signer.firstStarted; // the delivery is mid-send
+      child.kill("SIGTERM");
+      // Its drain begun: the listener closed, the send still held.
+      let refused = false;
+      for (let i = 0; i < 100 && !refused; i++) {
+        const conn = await Deno.connect({ hostname: "127.0.0.1", port })
+          .catch(() => undefined);
+        refused = conn === undefined;
+        conn?.close();
+        if (!refused) await new Promise((r) => setTimeout(r, 50));
+      }
+      assert.ok(refused, "the service still took connections after SIGTERM");
+      assert.equal(
+        signer.counts.finished,
+        0,
+        "the send ended before the drain",
+      );
+      signer.release();
+      const answer = await inFlight;
+      assert.equal(answer.status, 503); // a retry: sent, waiting for confirmation
+      assert.match((await answer.json()).reason, /^sent 0xdrained/);
+      const { code } = await child.status;
+      child = undefined;
+      assert.equal(code, 0, `${await stdout}\n${await stderr}`);
+      assert.equal(await stderr, "");
+      assert.deepEqual(
+        (await stdout).split("\n").filter((line) =>
+          line.startsWith("relayer: ")
+        ),
+        [
+          "relayer: at most 10 deliveries; back off 5s doubling, capped at 2m0s, equal jitter; store Deno KV",
+          `relayer: listening on http://127.0.0.1:${port}/`,
+          "relayer: SIGTERM: draining (at most 8s)",
+          "relayer: drained; KV closed",
+        ],
+      );
+    } finally {
+      signer.release();
+      try {
+        child?.kill("SIGKILL");
+      } catch {
+        // It ended by itself.
+      }
+      await child?.status;
+      await signer.close();
+      await Deno.remove(dir, { recursive: true });
+    }
+  }),
+});
+
+Deno.test({
+  name:
+    "docs/api.md's Deno service says in one line, without a stack, that its port is in use",
+  fn: timeout(60_000, async () => {
+    const dir = await Deno.makeTempDir({ prefix: "relayer_docs_deno_" });
+    // Another process (a relayer still running) holds the port.
+    const held = Deno.listen({ hostname: "127.0.0.1", port: 0 });
+    try {
+      const command = await project(dir, held.addr.port, {
+        ...SETTINGS,
+        SENDER_URL: "http://127.0.0.1:9",
+      });
+      const { code, stderr } = await command.output();
+      const err = new TextDecoder().decode(stderr);
+      assert.equal(code, 1, `exit code; stderr:\n${err}`);
+      assert.deepEqual(err.trimEnd().split("\n").length, 1, err);
+      assert.match(
+        err,
+        /^relayer: cannot start: .*[Aa]ddress already in use.*: free the port or use another\n$/,
+      );
+    } finally {
+      held.close();
+      await Deno.remove(dir, { recursive: true });
+    }
+  }),
+});
