@@ -1481,6 +1481,19 @@ function bridgeMessageId(
 }
 
 /**
+ * The count a bridge's body that is kept as a dead letter carries, as
+ * sent (the letter takes it if it is a count, else 1): a delivery's
+ * `delivery`, a give-up's `gaveUp.deliveries` (the deliveries its queue
+ * made, as QStash's failure callback's letter has its retries), not one.
+ */
+function attemptSeen(delivery: unknown, gaveUp: unknown): unknown {
+  if (gaveUp === undefined) return delivery;
+  return typeof gaveUp === "object" && gaveUp !== null
+    ? (gaveUp as Record<string, unknown>).deliveries
+    : undefined;
+}
+
+/**
  * The store's count of a bridge's message that carries no count of its own
  * (`POST /v1/deliveries` with `messageId` and no `delivery`):
  * `generic/<jobId>/message/<id>`, per job as the message's give-up marks
@@ -3523,11 +3536,16 @@ export function createApp(deps: AppDeps): WebhookApp {
       // it came) names its intent as a job does: kept as the letter a job
       // that cannot be read gets, then refused. Refused with nothing kept,
       // a bridge that takes a 4xx as final dropped it, and the intent was
-      // left with no job and no dead letter.
+      // left with no job and no dead letter. Its letter has the count the
+      // body carries, as a wrapped job's does (it had 1, whatever the
+      // count), and is named by the body without the bridge's fields, so
+      // each delivery of it and its give-up keep one letter (named by the
+      // whole body, each count kept a letter of its own).
+      const { delivery: _, messageId: _id, gaveUp: _g, ...bareJob } = fields;
       return await keepUnreadable(
         "generic",
-        JSON.stringify(body),
-        { job: body },
+        JSON.stringify(bareJob),
+        { attempt: attemptSeen(delivery, gaveUp), job: body },
         why,
         (jobId) =>
           badInput(
@@ -3550,17 +3568,10 @@ export function createApp(deps: AppDeps): WebhookApp {
       // give-up, keep one letter (a bridge's ids may repeat across jobs).
       const why = (error as Error).message;
       const intentId = intentIdSeen(rawJob);
-      // A give-up's letter counts the deliveries its queue made (as
-      // QStash's failure callback's does), not one.
-      const attempt = gaveUp === undefined
-        ? delivery
-        : (typeof gaveUp === "object" && gaveUp !== null
-          ? gaveUp as Record<string, unknown>
-          : {}).deliveries;
       return await keepUnreadable(
         "generic",
         JSON.stringify(rawJob),
-        { attempt, job: rawJob },
+        { attempt: attemptSeen(delivery, gaveUp), job: rawJob },
         why,
         (jobId) =>
           badInput(
@@ -3628,12 +3639,7 @@ export function createApp(deps: AppDeps): WebhookApp {
         return await keepUnreadable(
           "generic",
           JSON.stringify(rawJob),
-          {
-            attempt: (typeof gaveUp === "object" && gaveUp !== null
-              ? gaveUp as Record<string, unknown>
-              : {}).deliveries,
-            job: rawJob,
-          },
+          { attempt: attemptSeen(delivery, gaveUp), job: rawJob },
           error.detail,
           (jobId) =>
             badInput(

@@ -182,6 +182,37 @@ Deno.test("POST /v1/deliveries keeps a signed bare job (no {\"job\": …} around
   assert.equal((await store.listDeadLetters({ limit: 10 })).items.length, 1);
 });
 
+Deno.test("POST /v1/deliveries keeps a signed bare job's letter with the delivery count it carries, as a {job, delivery} body's letter has its count, not one delivery; its next delivery and its give-up keep the same letter", async () => {
+  const { app, store } = await makeApp({
+    intents: [{ id: "pi_0001", state: "authorized", hold: "pending" }],
+  });
+  const bare = { intentId: "pi_0001", kind: "settle" };
+  const kept = async (body: unknown) => {
+    const res = await app.request(
+      "/v1/deliveries",
+      await genericRequest(JSON.stringify(body)),
+    );
+    assert.equal(res.status, 400);
+    assert.match((await res.json()).detail, /wrap it in \{"job": …\}/);
+    return (await store.listDeadLetters({ limit: 10 })).items.map((
+      letter,
+    ) => [letter.jobId, letter.intentId, letter.deliveries]);
+  };
+  const [first] = await kept({ ...bare, delivery: 4 });
+  assert.match(String(first![0]), /^generic\/sha256-[0-9a-f]{32}\/unreadable$/);
+  assert.deepEqual(first!.slice(1), ["pi_0001", 4]);
+  // Named by the job, not by the count or message id beside it.
+  assert.deepEqual(await kept({ ...bare, delivery: 5, messageId: "m-1" }), [
+    [first![0], "pi_0001", 5],
+  ]);
+  // A bare give-up counts the deliveries its queue made, as a wrapped
+  // one whose job cannot be read does.
+  assert.deepEqual(
+    await kept({ ...bare, gaveUp: { deliveries: 9, messageId: "m-1" } }),
+    [[first![0], "pi_0001", 9]],
+  );
+});
+
 Deno.test('POST /v1/deliveries keeps a job wrapped in {"job": …} twice as a dead letter naming the intent of the job inside, and says so', async () => {
   const { app, store } = await makeApp({
     intents: [{ id: "pi_0001", state: "authorized", hold: "pending" }],
