@@ -3674,11 +3674,33 @@ export function createApp(deps: AppDeps): WebhookApp {
     // The bridge's queue's id of the message, if it sends one: its
     // deliveries then carry the marks its give-up writes, so a late copy
     // of a message given up on sends nothing, as on QStash.
-    const messageId = bridgeMessageId(
-      rawMessageId,
-      "'messageId'",
-      `A delivery is ${DELIVERY_EXAMPLE}.`,
-    );
+    // One that is no text (a number, an object) is refused, but the job is
+    // readable: kept first as the letter a job that cannot be read gets,
+    // naming its intent (one per job, as a give-up's), and the 400 names
+    // it. Refused with nothing kept, a bridge that takes a 4xx as final
+    // dropped it, and the intent was left with no job and no dead letter.
+    let messageId: string | undefined;
+    try {
+      messageId = bridgeMessageId(
+        rawMessageId,
+        "'messageId'",
+        `A delivery is ${DELIVERY_EXAMPLE}.`,
+      );
+    } catch (error) {
+      if (!(error instanceof Refusal)) throw error;
+      return await keepUnreadable(
+        "generic",
+        JSON.stringify(rawJob),
+        { attempt: delivery, job: rawJob },
+        error.detail,
+        (jobId) =>
+          badInput(
+            "deliveries",
+            `${error.detail} Kept as the dead letter ${jobId}: send the delivery again with its messageId as a text (or none), or publish a job for intent ${job.intentId}, then discard the letter.`,
+          ).response,
+        claim,
+      );
+    }
     // Without a count of its own, a message that names itself is counted
     // by its id (as a Pub/Sub push is): counted by the job id, two
     // messages of one job (a bridge's duplicate, a job published again)

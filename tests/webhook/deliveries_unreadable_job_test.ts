@@ -213,6 +213,48 @@ Deno.test("POST /v1/deliveries keeps a signed bare job's letter with the deliver
   );
 });
 
+Deno.test("POST /v1/deliveries keeps a signed delivery of a readable job whose messageId is not a text as a dead letter naming its intent, one per job, then refuses it 400 naming the letter", async () => {
+  const lines: string[] = [];
+  const { app, store } = await makeApp({
+    intents: [{ id: "pi_0001", state: "authorized", hold: "pending" }],
+    deps: { log: (line) => lines.push(line) },
+  });
+  const job = { intentId: "pi_0001", kind: "settle" };
+  for (const messageId of [7, true, { id: "m-1" }, ["m-1"]]) {
+    const body = JSON.stringify({ job, delivery: 3, messageId });
+    const res = await app.request("/v1/deliveries", await genericRequest(body));
+    assert.equal(res.status, 400, body);
+    assert.match(
+      (await res.json()).detail,
+      /^'messageId' must be your queue's id of the message, a text: current value is .*\. Kept as the dead letter generic\/sha256-[0-9a-f]{32}\/unreadable: send the delivery again with its messageId as a text \(or none\), or publish a job for intent pi_0001, then discard the letter\.$/,
+      body,
+    );
+  }
+  // One letter for the job, as its give-ups keep.
+  const letters = (await store.listDeadLetters({ limit: 10 })).items;
+  assert.equal(letters.length, 1);
+  const [letter] = letters;
+  assert.match(letter!.jobId, /^generic\/sha256-[0-9a-f]{32}\/unreadable$/);
+  assert.equal(letter!.intentId, "pi_0001");
+  assert.equal(letter!.deliveries, 3);
+  assert.match(
+    letter!.reason,
+    /^unreadable bridge message: 'messageId' must be your queue's id/,
+  );
+  assert.ok(
+    lines.some((line) =>
+      line.startsWith(
+        `generic ${
+          letter!.jobId
+        } refused and kept as a dead letter: 'messageId' must be`,
+      )
+    ),
+    lines.join("\n"),
+  );
+  // Nothing else was touched: the intent is as it was.
+  assert.equal((await store.getIntent("pi_0001"))?.state, "authorized");
+});
+
 Deno.test('POST /v1/deliveries keeps a job wrapped in {"job": …} twice as a dead letter naming the intent of the job inside, and says so', async () => {
   const { app, store } = await makeApp({
     intents: [{ id: "pi_0001", state: "authorized", hold: "pending" }],
@@ -234,7 +276,7 @@ Deno.test('POST /v1/deliveries keeps a job wrapped in {"job": …} twice as a de
   assert.equal(letter?.intentId, "pi_0001");
 });
 
-Deno.test("POST /v1/deliveries keeps no letter for a bare job, a job encoded twice or a give-up it cannot read whose signature does not verify: 401, the store untouched", async () => {
+Deno.test("POST /v1/deliveries keeps no letter for a bare job, a job encoded twice, a give-up it cannot read or a messageId that is not a text whose signature does not verify: 401, the store untouched", async () => {
   const { app, store, writes } = await makeApp({
     intents: [{ id: "pi_0001", state: "authorized", hold: "pending" }],
   });
@@ -248,6 +290,8 @@ Deno.test("POST /v1/deliveries keeps no letter for a bare job, a job encoded twi
       { job, gaveUp: "yes" },
       { job, gaveUp: { deliveries: 5, messageId: 7 } },
       { job, delivery: 2, gaveUp: { deliveries: 5 } },
+      { job, delivery: 2, messageId: 7 },
+      { job, messageId: { id: "m-1" } },
     ]
   ) {
     const text = JSON.stringify(body);

@@ -175,7 +175,7 @@ Deno.test("a late QStash copy is known when the failure callback spells the sour
   assert.equal(sends(sender), 0);
 });
 
-Deno.test("a bridge's delivery whose messageId is not a text is refused, 400, naming the field and touching nothing", async () => {
+Deno.test("a bridge's delivery whose messageId is not a text is refused, 400, naming the field and the dead letter kept for its job, and sends nothing", async () => {
   const store = new MemoryStore();
   const { app, clock, sender } = await authorizedApp(store);
   // A null or an empty text is one left out, and a text of any other form
@@ -198,8 +198,15 @@ Deno.test("a bridge's delivery whose messageId is not a text is refused, 400, na
   );
   assert.equal(
     (await number.json()).detail,
-    `'messageId' must be your queue's id of the message, a text: current value is 7. A delivery is {"job":{"intentId":"pi_0001","kind":"settle"},"delivery":1,"messageId":"m-1"} ('delivery' and 'messageId' are optional).`,
+    `'messageId' must be your queue's id of the message, a text: current value is 7. A delivery is {"job":{"intentId":"pi_0001","kind":"settle"},"delivery":1,"messageId":"m-1"} ('delivery' and 'messageId' are optional). Kept as the dead letter generic/sha256-561573eaa85c2cde1affb57b0850c0ac/unreadable: send the delivery again with its messageId as a text (or none), or publish a job for intent pi_0002, then discard the letter.`,
   );
   assert.equal(sends(sender), 0);
   assert.equal(await store.deliveries("pi_0002/settle"), 0);
+  // Its one letter, naming its intent (deliveries_unreadable_job_test.ts).
+  assert.deepEqual(
+    (await store.listDeadLetters({ limit: 10 })).items.map((
+      letter,
+    ) => [letter.jobId, letter.intentId]),
+    [["generic/sha256-561573eaa85c2cde1affb57b0850c0ac/unreadable", "pi_0002"]],
+  );
 });
