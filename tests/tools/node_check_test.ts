@@ -178,6 +178,36 @@ Deno.test("nodeBinary() names the npm package of a pin's binary for a machine, o
   );
 });
 
+/**
+ * node-check's run of `hang.mjs` in `dir`, stopped at `deadlineMs`; where
+ * what it said is not `expected` (a loaded machine: a CI run beside other
+ * work at load 10 on 2 cores saw Node not reach its first test within 2 s,
+ * "no test had finished"), run once more with 10 s, which covers Node's
+ * start and the 100 ms timeouts on a machine however busy. A wrong naming
+ * fails with either deadline.
+ */
+async function hangRun(
+  dir: string,
+  said: string[],
+  expected: RegExp,
+  deadlineMs: number,
+): Promise<boolean> {
+  let passed = true;
+  for (const ms of [deadlineMs, 10_000]) {
+    said.length = 0;
+    passed = await nodeTest(
+      { version: "v20", command: "node", env: {} },
+      "the suite on {node}",
+      `${dir}/hang.mjs`,
+      dir,
+      {},
+      ms,
+    );
+    if (expected.test(said[0] ?? "")) break;
+  }
+  return passed;
+}
+
 Deno.test({
   name:
     "node-check's run of a test file one of whose tests never ends is stopped at its deadline and fails, naming the last test that finished and any a test's own timeout ended",
@@ -201,21 +231,13 @@ test("one that never ends", () => new Promise(() => setInterval(() => {}, 1000))
 test("never reached", () => {});
 `,
       );
+      const expected =
+        /^the suite on Node v20: FAILED, timed out: "one with a timeout"; the last test that finished was "a second quick one", the next did not: node --test hang\.mjs \(Node v20\) did not finish within \d+s and was stopped/;
       const started = performance.now();
-      const passed = await nodeTest(
-        { version: "v20", command: "node", env: {} },
-        "the suite on {node}",
-        `${dir}/hang.mjs`,
-        dir,
-        {},
-        3_000,
-      );
+      const passed = await hangRun(dir, said, expected, 3_000);
       assert.equal(passed, false);
-      assert.ok(performance.now() - started < 20_000);
-      assert.match(
-        said[0]!,
-        /^the suite on Node v20: FAILED, timed out: "one with a timeout"; the last test that finished was "a second quick one", the next did not: node --test hang\.mjs \(Node v20\) did not finish within 3s and was stopped/,
-      );
+      assert.ok(performance.now() - started < 30_000);
+      assert.match(said[0]!, expected);
       assert.match(said[1]!, /✔ a quick one/);
     } finally {
       // deno-lint-ignore no-console
@@ -250,21 +272,11 @@ test("the contract", async (t) => {
 });
 `,
       );
-      // A deadline is what this is about: 2 s, the least that surely
-      // covers Node's start and the 100 ms timeout on a loaded machine.
-      const passed = await nodeTest(
-        { version: "v20", command: "node", env: {} },
-        "the suite on {node}",
-        `${dir}/hang.mjs`,
-        dir,
-        {},
-        2_000,
-      );
+      const expected =
+        /^the suite on Node v20: FAILED, timed out: "a step with a timeout"; the last test that finished was "a step with a timeout", the next did not: /;
+      const passed = await hangRun(dir, said, expected, 2_000);
       assert.equal(passed, false);
-      assert.match(
-        said[0]!,
-        /^the suite on Node v20: FAILED, timed out: "a step with a timeout"; the last test that finished was "a step with a timeout", the next did not: /,
-      );
+      assert.match(said[0]!, expected);
     } finally {
       // deno-lint-ignore no-console
       console.log = log;
