@@ -13,6 +13,7 @@ import assert from "node:assert/strict";
 import { fileURLToPath } from "node:url";
 import { apiBlocks } from "./_docs_service.ts";
 import { signedDelivery } from "./_main_process.ts";
+import { memoryKvConnect } from "./_memory_kv_connect.ts";
 import { slowSigner } from "./_slow_signer.ts";
 import { timeout } from "./_timeout.ts";
 
@@ -43,7 +44,9 @@ function freePort(): number {
 /**
  * The service written in a new project linked to this repository, on
  * `port`, and the command that runs it with `env` (and only what Deno
- * needs of this process's environment to find its cache).
+ * needs of this process's environment to find its cache); its store is a
+ * KV_PATH file, unless `env` attaches a database as Deploy does
+ * (`DENO_KV_DEFAULT_PATH`, where KV_PATH is refused).
  */
 async function project(
   dir: string,
@@ -75,7 +78,14 @@ async function project(
   return new Deno.Command(Deno.execPath(), {
     args: [args[0]!, "--quiet", ...args.slice(1)],
     cwd: dir,
-    env: { ...own, ...env, KV_PATH: `${dir}/relayer.kv`, NO_COLOR: "1" },
+    env: {
+      ...own,
+      ...env,
+      ...("DENO_KV_DEFAULT_PATH" in env
+        ? {}
+        : { KV_PATH: `${dir}/relayer.kv` }),
+      NO_COLOR: "1",
+    },
     clearEnv: true,
     stdin: "null",
     stdout: "piped",
@@ -169,6 +179,78 @@ Deno.test({
       }
       await child?.status;
       await signer.close();
+      await Deno.remove(dir, { recursive: true });
+    }
+  }),
+});
+
+Deno.test({
+  name:
+    "docs/api.md's Deno service on Deno Deploy (DENO_DEPLOYMENT_ID) drains for 3.5 s on SIGINT, as main.ts does, and exits before Deploy's kill at 5 s",
+  fn: timeout(60_000, async () => {
+    const dir = await Deno.makeTempDir({ prefix: "relayer_docs_deno_" });
+    // As Deploy attaches a Deno KV database: its URL and token.
+    const database = memoryKvConnect();
+    // Mid-send for longer than Deploy's 5 s.
+    const signer = slowSigner(7_000);
+    const port = freePort();
+    const base = `http://127.0.0.1:${port}`;
+    // Not the docs' local-run secrets, which Deploy refuses.
+    const secret = "deploy-secret-0123456789abcdef";
+    const ops = "deploy-ops-token-0123456789abcdef";
+    let child: Deno.ChildProcess | undefined;
+    try {
+      child = (await project(dir, port, {
+        OPS_TOKEN: ops,
+        WEBHOOK_SECRET: secret,
+        SENDER_URL: signer.url,
+        DENO_DEPLOYMENT_ID: "test-deployment",
+        DENO_KV_DEFAULT_PATH: `http://127.0.0.1:${database.addr.port}/kv`,
+        DENO_KV_ACCESS_TOKEN: "deploy-token-0123456789",
+      })).spawn();
+      const stderr = new Response(child.stderr).text();
+      const stdout = new Response(child.stdout).text();
+      assert.ok(await readyWithin(port), "the service never answered");
+      const created = await fetch(`${base}/v1/intents`, {
+        method: "POST",
+        headers: { authorization: `Bearer ${ops}` },
+        body: JSON.stringify({ id: "pi_deploy", state: "authorized" }),
+      });
+      assert.equal(created.status, 201, await created.text());
+      const inFlight = signedDelivery(base, secret, "pi_deploy").then(
+        (r) => r.body?.cancel(),
+        () => {},
+      );
+      await signer.firstStarted; // mid-send, for longer than the drain
+      const sentAt = performance.now();
+      child.kill("SIGINT");
+      const { code } = await child.status;
+      const tookMs = performance.now() - sentAt;
+      child = undefined;
+      await inFlight;
+      const out = await stdout;
+      assert.equal(code, 0, `${out}\n${await stderr}`);
+      assert.deepEqual(
+        out.split("\n").filter((line) =>
+          /^relayer: SIGINT|cut short/.test(line)
+        ),
+        [
+          "relayer: SIGINT: draining (at most 3.5s)",
+          "relayer: 1 request(s) still running were cut short (their leases expire and the queue redelivers); KV closed",
+        ],
+        out,
+      );
+      assert.ok(tookMs < 5_000, `exited after ${Math.round(tookMs)} ms`);
+    } finally {
+      signer.release();
+      try {
+        child?.kill("SIGKILL");
+      } catch {
+        // It ended by itself.
+      }
+      await child?.status;
+      await signer.close();
+      await database.shutdown();
       await Deno.remove(dir, { recursive: true });
     }
   }),
