@@ -45,13 +45,14 @@ function freePort(): number {
  * The service written in a new project linked to this repository, on
  * `port`, and the command that runs it with `env` (and only what Deno
  * needs of this process's environment to find its cache); its store is a
- * KV_PATH file, unless `env` attaches a database as Deploy does
+ * KV_PATH file in `dir`, unless `env` names its own (`KV_PATH`; undefined
+ * leaves it unset) or attaches a database as Deploy does
  * (`DENO_KV_DEFAULT_PATH`, where KV_PATH is refused).
  */
 async function project(
   dir: string,
   port: number,
-  env: Record<string, string>,
+  env: Record<string, string | undefined>,
 ): Promise<Deno.Command> {
   const { code, args } = await service();
   assert.ok(code.includes("port: 8000,"), "the service listens on 8000");
@@ -75,15 +76,19 @@ async function project(
     const value = Deno.env.get(name);
     if (value !== undefined) own[name] = value;
   }
+  const given: Record<string, string> = {};
+  for (const [name, value] of Object.entries(env)) {
+    if (value !== undefined) given[name] = value;
+  }
   return new Deno.Command(Deno.execPath(), {
     args: [args[0]!, "--quiet", ...args.slice(1)],
     cwd: dir,
     env: {
       ...own,
-      ...env,
-      ...("DENO_KV_DEFAULT_PATH" in env
+      ...("KV_PATH" in env || "DENO_KV_DEFAULT_PATH" in env
         ? {}
         : { KV_PATH: `${dir}/relayer.kv` }),
+      ...given,
       NO_COLOR: "1",
     },
     clearEnv: true,
@@ -251,6 +256,57 @@ Deno.test({
       await child?.status;
       await signer.close();
       await database.shutdown();
+      await Deno.remove(dir, { recursive: true });
+    }
+  }),
+});
+
+Deno.test({
+  name:
+    "docs/api.md's Deno service run as its localRun says without KV_PATH opens its store where the settings say (./data/relayer.kv), and says in one line, without a stack, a store it cannot open",
+  fn: timeout(60_000, async () => {
+    const dir = await Deno.makeTempDir({ prefix: "relayer_docs_deno_" });
+    const port = freePort();
+    let child: Deno.ChildProcess | undefined;
+    try {
+      // The settings' default, in a new project: no ./data yet.
+      child = (await project(dir, port, {
+        ...SETTINGS,
+        SENDER_URL: "http://127.0.0.1:9",
+        KV_PATH: undefined,
+      })).spawn();
+      const stderr = new Response(child.stderr).text();
+      const stdout = new Response(child.stdout).text();
+      // It ended at once where it could not open its store: not waited for.
+      const ended = child.status.then(() => false);
+      const ready = await Promise.race([readyWithin(port), ended]);
+      if (ready) child.kill("SIGTERM");
+      const { code } = await child.status;
+      child = undefined;
+      assert.ok(ready, `the service never answered:\n${await stderr}`);
+      assert.equal(code, 0, `${await stdout}\n${await stderr}`);
+      assert.ok((await Deno.stat(`${dir}/data/relayer.kv`)).isFile);
+      // A KV_PATH in a folder that cannot be made (under a file).
+      const command = await project(dir, freePort(), {
+        ...SETTINGS,
+        SENDER_URL: "http://127.0.0.1:9",
+        KV_PATH: `${dir}/deno.json/relayer.kv`,
+      });
+      const out = await command.output();
+      const err = new TextDecoder().decode(out.stderr);
+      assert.equal(out.code, 1, err);
+      assert.equal(err.trimEnd().split("\n").length, 1, err);
+      assert.match(
+        err,
+        /^relayer: cannot start: Deno KV: cannot open .*deno\.json\/relayer\.kv \(.*\): check KV_PATH\n$/,
+      );
+    } finally {
+      try {
+        child?.kill("SIGKILL");
+      } catch {
+        // It ended by itself.
+      }
+      await child?.status;
       await Deno.remove(dir, { recursive: true });
     }
   }),
