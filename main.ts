@@ -1807,11 +1807,13 @@ export function ignoredPortLine(
 
 /**
  * The line that says `PUBLIC_URL` names this machine at another port than
- * the one the service listens on, or `undefined`: QStash delivers to
- * `PUBLIC_URL/v1/qstash`, and `deno task qstash-local` prints
- * `PUBLIC_URL=http://127.0.0.1:8000`, so a service served on another port
- * had every job it published go unanswered, with nothing said here. A
- * `PUBLIC_URL` off this machine (behind a proxy, a tunnel) is not judged.
+ * the one the service listens on, or as https at that port, or `undefined`:
+ * QStash delivers to `PUBLIC_URL/v1/qstash`, and `deno task qstash-local`
+ * prints `PUBLIC_URL=http://127.0.0.1:8000`, so a service served on another
+ * port had every job it published go unanswered, with nothing said here;
+ * and the service serves plain HTTP (`deno serve` takes no TLS key), so an
+ * https `PUBLIC_URL` at its own port fails every delivery's TLS handshake.
+ * A `PUBLIC_URL` off this machine (behind a proxy, a tunnel) is not judged.
  *
  * @param publicUrl The service's `PUBLIC_URL`, as checked.
  * @param listening The port the service listens on.
@@ -1827,6 +1829,10 @@ export function ignoredPortLine(
  *   /otherwise set PUBLIC_URL=http:\/\/127\.0\.0\.1:8001$/,
  * );
  * assert.equal(publicUrlPortLine("http://127.0.0.1:8001", 8001), undefined);
+ * assert.match(
+ *   publicUrlPortLine("https://127.0.0.1:8001", 8001)!,
+ *   /serves plain HTTP there .*; set PUBLIC_URL=http:\/\/127\.0\.0\.1:8001$/,
+ * );
  * assert.equal(publicUrlPortLine("https://relayer.example.com", 8001), undefined);
  * ```
  */
@@ -1842,7 +1848,6 @@ export function publicUrlPortLine(
     : url.protocol === "https:"
     ? 443
     : 80;
-  if (port === listening) return undefined;
   const path = url.pathname === "/" ? "" : url.pathname;
   // The service itself serves plain HTTP (deno serve): an https
   // PUBLIC_URL on this machine is a TLS proxy's, and the one that reaches
@@ -1850,6 +1855,13 @@ export function publicUrlPortLine(
   const fixed = new URL(url);
   fixed.protocol = "http:";
   fixed.port = String(listening);
+  if (port === listening) {
+    // No proxy can hold the port the service holds: QStash's call meets
+    // the service itself, which answers its TLS handshake with plain HTTP.
+    return url.protocol === "https:"
+      ? `relayer: PUBLIC_URL is ${url.origin}${path}, on this machine at the port the service listens on, but the service serves plain HTTP there (deno serve serves no TLS): QStash's deliveries to PUBLIC_URL/v1/qstash fail their TLS handshake; set PUBLIC_URL=${fixed.origin}${path}`
+      : undefined;
+  }
   return `relayer: PUBLIC_URL is ${url.origin}${path}, on this machine, but the service listens on port ${listening}: QStash delivers to PUBLIC_URL/v1/qstash, which reaches this service only through something on port ${port} that forwards to it; otherwise set PUBLIC_URL=${fixed.origin}${path}`;
 }
 
