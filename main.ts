@@ -1668,6 +1668,8 @@ let listened = false;
 let started: Config | undefined;
 /** The environment's `PORT` at start, which `main.ts` never reads. */
 let portSetting: string | undefined;
+/** `PUBLIC_URL` as set (checked), QStash's or not: who reaches the service. */
+let publicUrlSetting: string | undefined;
 
 /**
  * What went wrong when `deno serve` tried to listen, in one line, or
@@ -1865,6 +1867,52 @@ export function publicUrlPortLine(
   return `relayer: PUBLIC_URL is ${url.origin}${path}, on this machine, but the service listens on port ${listening}: QStash delivers to PUBLIC_URL/v1/qstash, which reaches this service only through something on port ${port} that forwards to it; otherwise set PUBLIC_URL=${fixed.origin}${path}`;
 }
 
+/**
+ * The line that says `KV_PATH=:memory:` keeps the state of a service
+ * others reach in this process alone, or `undefined`: reached at a
+ * `PUBLIC_URL` off this machine, or listening off loopback (Deno Deploy
+ * refuses `KV_PATH` at start), a restart or a crash forgets every intent,
+ * dead letter, write-ahead record and replay record, and nothing said so.
+ * A store in memory on loopback (a local run, the Deploy rehearsal of
+ * docs/routes.md) is not judged.
+ *
+ * @param kvPath The service's `KV_PATH`, as checked (`undefined` on
+ * another store).
+ * @param publicUrl The service's `PUBLIC_URL`, as checked.
+ * @param listensOn Where the service listens (`http://0.0.0.0:8000/`).
+ * @returns The line, or `undefined`.
+ *
+ * @example A store in memory behind a public URL
+ * ```ts
+ * import { memoryStoreLine } from "./main.ts";
+ * import assert from "node:assert/strict";
+ *
+ * assert.match(
+ *   memoryStoreLine(":memory:", "https://relayer.example.com", "http://127.0.0.1:8000/")!,
+ *   /^relayer: KV_PATH is :memory:, and this service is reached at PUBLIC_URL https:\/\/relayer\.example\.com, off this machine: /,
+ * );
+ * assert.equal(memoryStoreLine(":memory:", undefined, "http://127.0.0.1:8000/"), undefined);
+ * assert.equal(memoryStoreLine("./data/relayer.kv", "https://relayer.example.com", "http://0.0.0.0:8000/"), undefined);
+ * ```
+ */
+export function memoryStoreLine(
+  kvPath: string | undefined,
+  publicUrl: string | undefined,
+  listensOn: string,
+): string | undefined {
+  if (kvPath !== ":memory:") return undefined;
+  const reached = !onLoopback(listensOn)
+    ? `listens on ${listensOn}, off this machine`
+    : publicUrl !== undefined && URL.canParse(publicUrl) &&
+        !onLoopback(publicUrl)
+    ? `reached at PUBLIC_URL ${new URL(publicUrl).origin}, off this machine`
+    : undefined;
+  if (reached === undefined) return undefined;
+  return `relayer: KV_PATH is :memory:, and this service ${
+    reached.startsWith("listens") ? reached : `is ${reached}`
+  }: its intents, dead letters, write-ahead and replay records live in this process alone, and a restart or a crash forgets them all (a job redelivered then finds no intent, a payment already sent no record). Give a service others reach a store that outlives it: a file (KV_PATH=./data/relayer.kv, the default), KV_URL or DATABASE_URL`;
+}
+
 /** How often, at most, the log says that a write met the file size limit. */
 const FILE_SIZE_LOG_INTERVAL_MS = 60_000;
 
@@ -1892,6 +1940,7 @@ if (import.meta.main) {
     config = loadConfig(serviceSettings(env));
     started = config;
     portSetting = env.PORT;
+    publicUrlSetting = env.PUBLIC_URL || undefined;
     // Deno Deploy stops an instance 5 s after SIGINT, under any drain.
     if (config.onDeploy) drainMs = DEPLOY_DRAIN_MS;
   } catch (error) {
@@ -2098,6 +2147,11 @@ export default {
       )
       : undefined;
     if (publicUrl !== undefined) announce(publicUrl);
+    const memory = address.transport === "tcp" && started !== undefined &&
+        "path" in started.kv
+      ? memoryStoreLine(started.kv.path, publicUrlSetting, where)
+      : undefined;
+    if (memory !== undefined) announce(memory);
   },
   fetch(
     request: Request,
