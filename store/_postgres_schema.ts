@@ -336,11 +336,44 @@ export function migrated(schema: string): string {
       ),
     ].join(",\n    ")
   }]::text[], ', ') AS missing,
-  pg_catalog.array_to_string(ARRAY[${
+  ${hiddenTables(schema, s)} AS hidden`;
+}
+
+/**
+ * The text of the store's tables in `schema` (checked, as `s`) that
+ * row-level security hides rows of from this role, comma-separated, or
+ * empty: {@linkcode migrated}'s `hidden`, and {@linkcode rowSecurity}'s.
+ */
+function hiddenTables(schema: string, s: string): string {
+  return `pg_catalog.array_to_string(ARRAY[${
     TABLES.map((table) =>
       hidden(`to_regclass('${s}.${table}')`, `${schema}.${table}`)
     ).join(",\n    ")
-  }]::text[], ', ') AS hidden`;
+  }]::text[], ', ')`;
+}
+
+/**
+ * One catalog query, answering one row whose `hidden` names the store's
+ * tables in `schema` that row-level security hides rows of from this role
+ * (`relayer.intents, …`, or empty), as {@linkcode migrated}'s does: what
+ * the store asks when a read finds no intent, or an intent without its
+ * hold, as an admin's `ENABLE ROW LEVEL SECURITY` after the start hides
+ * every row of a table from a role that does not own it and no policy
+ * lets read (no error, no row). Only then, so a read that finds its row
+ * costs nothing more.
+ *
+ * @example The query names each table's check
+ * ```ts
+ * import { rowSecurity } from "./_postgres_schema.ts";
+ * import assert from "node:assert/strict";
+ *
+ * assert.match(rowSecurity("relayer"), /row_security_active\(to_regclass\('"relayer"\.intents'\)\)/);
+ * assert.match(rowSecurity("relayer"), / AS hidden$/);
+ * ```
+ */
+export function rowSecurity(schema: string): string {
+  const s = checked(schema, "the row-level security check");
+  return `SELECT ${hiddenTables(schema, s)} AS hidden`;
 }
 
 /**

@@ -58,6 +58,7 @@ import {
   migration,
   OUTSIDE_WRITE,
   readOnlyReason,
+  rowSecurity,
   SCHEMA_NAME,
   timeoutAtLeast,
 } from "./_postgres_schema.ts";
@@ -3054,6 +3055,11 @@ export class PostgresStore implements Store {
       "read",
       true,
     );
+    if (row === undefined || row.hold === null) {
+      // Nothing of the write was sent: a role row-level security hides
+      // the intent or its hold from is the store failing, not a refusal.
+      await this.#rowsShown(what, notWritten);
+    }
     if (row === undefined) {
       throw new ConflictError(`Cannot ${what} as the intent does not exist`, {
         refused: true,
@@ -3130,7 +3136,45 @@ export class PostgresStore implements Store {
       `read of intent ${id}`,
       () => this.#intentQuery(this.#sql, id, false),
     );
+    if (row === undefined || row.hold === null) {
+      await this.#rowsShown(`read intent ${id}`, notRead);
+    }
     return row === undefined ? null : toIntent(recordOf(row), row.version);
+  }
+
+  /**
+   * Throws, marked by `mark`, if row-level security hides rows of the
+   * store's tables from this role: asked only when a read found no intent
+   * or an intent without its hold, which is what such a role reads (no
+   * error, no row) once an admin enables row-level security after the
+   * start (`migrate()` refuses it at start). Read as missing, a live
+   * payment's job was dropped ("intent … not found" until the last
+   * delivery) and one read without its hold was poisoned at once ("the
+   * hold … is not recorded"), its hold left pending: stranded. Thrown as
+   * the store failing, a delivery answers "retry" (503) until someone
+   * lets the role see its rows.
+   */
+  async #rowsShown(
+    what: string,
+    mark: <E extends Error>(error: E) => E,
+  ): Promise<void> {
+    const [answer] = await this.#readOnly(
+      "check of row-level security",
+      async () =>
+        ownRows(
+          await this.#sql.unsafe(
+            `${rowSecurity(this.#schema)}, $1::int AS described`,
+            [1],
+          ),
+        ),
+    );
+    const hidden = String(answer?.hidden ?? "");
+    if (hidden === "") return;
+    throw mark(
+      new Error(
+        `Cannot ${what} as row-level security hides rows of ${hidden} from this role: add a policy for it that lets it see and write every row, give it BYPASSRLS, or disable row-level security there. Nothing was written; deliveries retry until then (a row read as missing dropped a live payment's job)`,
+      ),
+    );
   }
 
   /**

@@ -1,0 +1,189 @@
+/**
+ * PostgresStore when an admin enables row-level security on its tables
+ * after the start (`ALTER TABLE … ENABLE ROW LEVEL SECURITY`, no policy
+ * for the service role, which does not own the tables and has no
+ * BYPASSRLS): the role's reads then find no row and its writes change
+ * none, with no error. `migrate()` refuses it at start
+ * (tests/store/postgres_sql_test.ts); here the service started before.
+ * A read that finds no intent, or an intent without its hold, asks once
+ * whether row security hides the store's rows, and says so as the store
+ * failing: the delivery retries, and the job is neither dropped nor
+ * poisoned.
+ *
+ * @module
+ */
+
+import assert from "node:assert/strict";
+import postgres from "postgres";
+import { createRelayer, ScriptedSender } from "../../mod.ts";
+import { PostgresStore } from "../../store/postgres.ts";
+import { createApp } from "../../webhook/app.ts";
+import {
+  connect,
+  freshSchema,
+  postgresAvailable,
+  postgresUrl,
+} from "../_postgres.ts";
+import { timeout } from "../_timeout.ts";
+
+const ignore = !postgresAvailable;
+
+/** The words of a store whose role row security hides `tables` from. */
+function hides(tables: string): RegExp {
+  return new RegExp(
+    `as row-level security hides rows of ${
+      tables.replaceAll(".", "\\.")
+    } from this role: add a policy for it that lets it see and write every row, give it BYPASSRLS, or disable row-level security there\\.`,
+  );
+}
+
+/**
+ * A schema migrated by its owner (the test's admin) holding `ids`, each
+ * authorized with its hold pending, and a started store of a service role
+ * granted DML on it: `rls(tables)` enables row-level security on them.
+ */
+async function serviceStore(
+  ids: string[],
+  test: (t: {
+    owner: PostgresStore;
+    store: PostgresStore;
+    schema: string;
+    rls: (...tables: string[]) => Promise<void>;
+  }) => Promise<void>,
+): Promise<void> {
+  const admin = await connect(2);
+  const schema = freshSchema();
+  const role = `r${freshSchema()}`;
+  await admin.unsafe(`CREATE ROLE "${role}" LOGIN PASSWORD '${role}-pw'`);
+  const url = new URL(await postgresUrl());
+  url.username = role;
+  url.password = `${role}-pw`;
+  const sql = postgres(url.href, { max: 2, onnotice: () => {} });
+  try {
+    const owner = new PostgresStore(admin, { schema });
+    await owner.migrate();
+    for (const id of ids) {
+      await owner.createIntent({ id, state: "authorized", hold: "pending" });
+    }
+    await admin.unsafe(`GRANT USAGE ON SCHEMA "${schema}" TO "${role}";
+      GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA "${schema}" TO "${role}";
+      GRANT USAGE ON ALL SEQUENCES IN SCHEMA "${schema}" TO "${role}"`);
+    const store = new PostgresStore(sql, { schema });
+    await store.migrate(); // it starts: nothing is hidden yet
+    await test({
+      owner,
+      store,
+      schema,
+      rls: (...tables) =>
+        admin.unsafe(
+          tables.map((table) =>
+            `ALTER TABLE "${schema}".${table} ENABLE ROW LEVEL SECURITY`
+          ).join("; "),
+        ).then(() => {}),
+    });
+  } finally {
+    await sql.end();
+    await admin.unsafe(`DROP SCHEMA IF EXISTS "${schema}" CASCADE;
+      DROP OWNED BY "${role}"; DROP ROLE "${role}"`);
+    await admin.end();
+  }
+}
+
+Deno.test({
+  name:
+    "PostgresStore: row-level security enabled on intents after the start is the store failing, and a delivery retries where it read the payment as missing and dropped its job",
+  ignore,
+  fn: timeout(
+    30_000,
+    () =>
+      serviceStore(["pi_1"], async ({ owner, store, schema, rls }) => {
+        const relayer = createRelayer({
+          store,
+          sender: new ScriptedSender({}),
+          policy: { maxDeliveries: 3 },
+        });
+        await rls("intents");
+        // Before: getIntent answered null, the deliveries "intent pi_1 not
+        // found", and the last was poisoned, "job dropped, intent not
+        // found", the payment left authorized with its hold pending.
+        await assert.rejects(
+          store.getIntent("pi_1"),
+          hides(`${schema}.intents`),
+        );
+        for (const n of [1, 3]) {
+          await assert.rejects(
+            relayer.deliver({ intentId: "pi_1", kind: "settle" }, n),
+            hides(`${schema}.intents`),
+          );
+        }
+        // A write's own read: before, "Cannot transition intent pi_1 as
+        // the intent does not exist", a refusal (the job's failure).
+        await assert.rejects(
+          store.transition("pi_1", {
+            from: "authorized",
+            to: "settling",
+            version: "1",
+            at: 1,
+          }),
+          hides(`${schema}.intents`),
+        );
+        assert.equal(await owner.getDeadLetter("pi_1/settle"), null);
+        assert.equal((await owner.getIntent("pi_1"))?.version, "1");
+        // An intent that does not exist, with nothing hidden, is still null.
+        assert.equal(await owner.getIntent("pi_none"), null);
+      }),
+  ),
+});
+
+Deno.test({
+  name:
+    "PostgresStore: row-level security enabled on holds after the start is the store failing, and a delivery retries where it read the hold as missing and poisoned the job at once",
+  ignore,
+  fn: timeout(
+    30_000,
+    () =>
+      serviceStore(["pi_2"], async ({ owner, store, schema, rls }) => {
+        const relayer = createRelayer({
+          store,
+          sender: new ScriptedSender({}),
+          policy: { maxDeliveries: 3 },
+        });
+        await rls("holds");
+        // Before: the intent read with no hold, and delivery 1 was poisoned,
+        // "the hold of pi_2 is not recorded: nothing to settle", its job
+        // dropped, the hold pending.
+        await assert.rejects(store.getIntent("pi_2"), hides(`${schema}.holds`));
+        await assert.rejects(
+          relayer.deliver({ intentId: "pi_2", kind: "settle" }, 1),
+          hides(`${schema}.holds`),
+        );
+        // Through the webhook: a store outage's 503, "retry".
+        const lines: unknown[] = [];
+        const app = createApp({
+          store,
+          sender: new ScriptedSender({}),
+          insecureDev: true,
+          random: () => 0,
+          log: (line: unknown) => lines.push(line),
+        });
+        const res = await app.request("/v1/deliveries", {
+          method: "POST",
+          body: JSON.stringify({
+            job: { intentId: "pi_2", kind: "settle" },
+            delivery: 1,
+          }),
+        });
+        // The answer names no store error; the log's line (cut at 300
+        // characters) says which table and what to do.
+        assert.deepEqual([res.status, (await res.json()).type], [
+          503,
+          "urn:relayer:problem:delivery-failed",
+        ]);
+        assert.equal(lines.length, 1);
+        assert.match(String(lines[0]), hides(`${schema}.holds`));
+        assert.equal(await owner.getDeadLetter("pi_2/settle"), null);
+        const intent = await owner.getIntent("pi_2");
+        assert.deepEqual([intent?.hold, intent?.version], ["pending", "1"]);
+      }),
+  ),
+});
