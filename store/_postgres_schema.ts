@@ -256,7 +256,10 @@ export function readOnlyReason(standby: boolean, who: string): string {
  * relayer.claims, …`, or empty): granted to a schema's owner, and needed
  * by a service role that is not; and `hidden` which of its tables
  * row-level security hides rows of from this role (`relayer.intents, …`,
- * or empty), where it would read a payment as missing. Text, not an array: a client without
+ * or empty), where it would read a payment as missing; and `unwritable`
+ * which of the writes its calls make no row-level security policy lets
+ * it make (`UPDATE on relayer.intents, …`, or empty), where a policy FOR
+ * SELECT alone let it start and its writes changed no row. Text, not an array: a client without
  * the server's types (through a pooler in transaction mode) reads an
  * array as its literal `{…}`. `migrate()` asks it
  * first, at every start, and runs no DDL when it is true: even an
@@ -336,7 +339,28 @@ export function migrated(schema: string): string {
       ),
     ].join(",\n    ")
   }]::text[], ', ') AS missing,
-  ${hiddenTables(schema, s)} AS hidden`;
+  ${hiddenTables(schema, s)} AS hidden,
+  pg_catalog.array_to_string(ARRAY[${
+    TABLE_PRIVILEGES.flatMap(([table, privileges]) =>
+      privileges.filter((privilege) => privilege !== "SELECT").map((
+        privilege,
+      ) =>
+        unpolicied(
+          `to_regclass('${s}.${table}')`,
+          policyCommand(privilege),
+          `${privilege} on ${schema}.${table}`,
+        )
+      )
+    ).join(",\n    ")
+  }]::text[], ', ') AS unwritable`;
+}
+
+/**
+ * The `pg_policy.polcmd` of a policy for `privilege`, one the store's
+ * writes use (INSERT, UPDATE, DELETE); a policy FOR ALL is `*`.
+ */
+function policyCommand(privilege: string): string {
+  return privilege === "INSERT" ? "a" : privilege === "UPDATE" ? "w" : "d";
 }
 
 /**
@@ -417,16 +441,39 @@ export function emptying(schema: string): string {
  */
 function hidden(table: string, what: string): string {
   return `CASE WHEN row_security_active(${table}) AND (
-      current_setting('row_security') = 'off' OR NOT EXISTS (
+      current_setting('row_security') = 'off' OR ${policyFor(table, "r")}
+    ) THEN '${what}' END`;
+}
+
+/**
+ * `what` when row-level security applies to this role on `table` and no
+ * permissive policy for `command` (`pg_policy.polcmd`: `a` INSERT, `w`
+ * UPDATE, `d` DELETE) lets it, or PUBLIC, write: an UPDATE or a DELETE
+ * then changes no row, with no error (a lease never released, an intent's
+ * compare-and-set read as a race lost for good), and an INSERT fails.
+ * A policy FOR SELECT alone let such a role start, as {@linkcode hidden}
+ * asks only for reads.
+ */
+function unpolicied(table: string, command: string, what: string): string {
+  return `CASE WHEN row_security_active(${table}) AND ${
+    policyFor(table, command)
+  } THEN '${what}' END`;
+}
+
+/**
+ * True when no permissive policy on `table` for `command` (or FOR ALL)
+ * names this role, a role it is a member of, or PUBLIC.
+ */
+function policyFor(table: string, command: string): string {
+  return `NOT EXISTS (
         SELECT 1 FROM pg_policy p
         WHERE p.polrelid = ${table} AND p.polpermissive
-          AND p.polcmd IN ('*', 'r')
+          AND p.polcmd IN ('*', '${command}')
           AND (0::oid = ANY (p.polroles) OR EXISTS (
             SELECT 1 FROM pg_catalog.unnest(p.polroles) AS r (oid)
             WHERE r.oid <> 0::oid AND pg_has_role(r.oid, 'MEMBER')
           ))
-      )
-    ) THEN '${what}' END`;
+      )`;
 }
 
 /** `what` when `held` is false; NULL when it is true, or NULL (the object is missing). */

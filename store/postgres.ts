@@ -967,7 +967,9 @@ export class PostgresStore implements Store {
    * writes would fail. Without `USAGE` on the schema, it names that grant.
    * @throws {Error} If row-level security hides rows of the store's tables
    * from this role (an admin enabled it with no policy for the role, or
-   * the role's `row_security` is off): it would read a payment as missing.
+   * the role's `row_security` is off): it would read a payment as missing;
+   * or lets it read but not write (a policy `FOR SELECT` alone): its
+   * writes would change no row.
    * @throws {Error} If a migration the schema needs (a first start, an
    * upgrade) cannot get its locks within 2 s each, three times: another
    * session keeps a transaction open on a table. Live instances wait no
@@ -1186,6 +1188,14 @@ export class PostgresStore implements Store {
       // job dropped) or fail: say so at start.
       throw new Error(
         `Cannot use the PostgreSQL schema "${this.#schema}" as row-level security hides rows of ${hidden} from this role (no policy lets it read them, or its row_security is off): the store must see every row of its tables, or it reads a payment as missing and drops its job. Disable row-level security on them, add a policy for this role that lets it see and write every row, or give it BYPASSRLS`,
+      );
+    }
+    const unwritable = String(current?.unwritable ?? "");
+    if (current?.current === true && unwritable !== "") {
+      // A policy that lets the role read but not write: every UPDATE or
+      // DELETE would change no row, with no error, and each INSERT fail.
+      throw new Error(
+        `Cannot use the PostgreSQL schema "${this.#schema}" as row-level security lets this role read but not write there: no policy allows it ${unwritable}, so those writes change no row or fail. Add a policy for this role FOR ALL that lets it see and write every row, give it BYPASSRLS, or disable row-level security there`,
       );
     }
     await this.#checkTransactions();

@@ -49,6 +49,9 @@ async function serviceStore(
     store: PostgresStore;
     schema: string;
     rls: (...tables: string[]) => Promise<void>;
+    admin: postgres.Sql;
+    sql: postgres.Sql;
+    role: string;
   }) => Promise<void>,
 ): Promise<void> {
   const admin = await connect(2);
@@ -74,6 +77,9 @@ async function serviceStore(
       owner,
       store,
       schema,
+      admin,
+      sql,
+      role,
       rls: (...tables) =>
         admin.unsafe(
           tables.map((table) =>
@@ -186,4 +192,56 @@ Deno.test({
         assert.deepEqual([intent?.hold, intent?.version], ["pending", "1"]);
       }),
   ),
+});
+
+Deno.test({
+  name:
+    "PostgresStore.migrate() refuses a role that row-level security lets read but not write (a policy FOR SELECT only), where every delivery read a race lost for good",
+  ignore,
+  fn: timeout(30_000, () =>
+    serviceStore(
+      ["pi_3"],
+      async ({ store, schema, rls, admin, sql, role }) => {
+        await rls("intents");
+        await admin.unsafe(
+          `CREATE POLICY reads ON "${schema}".intents FOR SELECT TO "${role}" USING (true)`,
+        );
+        // What the role's deliveries met: the compare-and-set's row hidden
+        // from its UPDATE, each "changed since it was read", for good.
+        const relayer = createRelayer({
+          store,
+          sender: new ScriptedSender({}),
+          policy: { maxDeliveries: 3 },
+        });
+        assert.match(
+          (await relayer.deliver({ intentId: "pi_3", kind: "settle" }, 1))
+            .reason,
+          /as its intent changed since it was read/,
+        );
+        // Before, a start on it went on.
+        await assert.rejects(
+          new PostgresStore(sql, { schema }).migrate(),
+          (error: Error) => {
+            assert.equal(
+              error.message,
+              `Cannot use the PostgreSQL schema "${schema}" as row-level security lets this role read but not write there: no policy allows it INSERT on ${schema}.intents, UPDATE on ${schema}.intents, so those writes change no row or fail. Add a policy for this role FOR ALL that lets it see and write every row, give it BYPASSRLS, or disable row-level security there`,
+            );
+            return true;
+          },
+        );
+        // One FOR ALL: it starts, and writes.
+        await admin.unsafe(
+          `CREATE POLICY service ON "${schema}".intents TO "${role}" USING (true) WITH CHECK (true)`,
+        );
+        const started = new PostgresStore(sql, { schema });
+        await started.migrate();
+        const moved = await started.transition("pi_3", {
+          from: "authorized",
+          to: "settling",
+          version: "1",
+          at: 1,
+        });
+        assert.equal(moved.state, "settling");
+      },
+    )),
 });
