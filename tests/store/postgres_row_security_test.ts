@@ -245,3 +245,24 @@ Deno.test({
       },
     )),
 });
+
+Deno.test({
+  name:
+    "PostgresStore: FORCE ROW LEVEL SECURITY on a table the service role owns, after the start, is the store failing as for a role that does not own it",
+  ignore,
+  fn: timeout(
+    30_000,
+    () =>
+      serviceStore(["pi_4"], async ({ owner, store, schema, admin, role }) => {
+        // An owner bypasses row security unless it is forced on the table.
+        await admin.unsafe(`ALTER TABLE "${schema}".intents OWNER TO "${role}";
+        ALTER TABLE "${schema}".intents ENABLE ROW LEVEL SECURITY;
+        ALTER TABLE "${schema}".intents FORCE ROW LEVEL SECURITY`);
+        await assert.rejects(
+          store.getIntent("pi_4"),
+          hides(`${schema}.intents`),
+        );
+        assert.equal((await owner.getIntent("pi_4"))?.hold, "pending");
+      }),
+  ),
+});
