@@ -58,6 +58,7 @@ import {
   migration,
   OUTSIDE_WRITE,
   readOnlyReason,
+  rowSecured,
   rowSecurity,
   SCHEMA_NAME,
   timeoutAtLeast,
@@ -3168,16 +3169,18 @@ export class PostgresStore implements Store {
     what: string,
     mark: <E extends Error>(error: E) => E,
   ): Promise<void> {
-    const [answer] = await this.#readOnly(
-      "check of row-level security",
-      async () =>
-        ownRows(
-          await this.#sql.unsafe(
-            `${rowSecurity(this.#schema)}, $1::int AS described`,
-            [1],
+    const ask = (query: string) =>
+      this.#readOnly(
+        "check of row-level security",
+        async () =>
+          ownRows(
+            await this.#sql.unsafe(`${query}, $1::int AS described`, [1]),
           ),
-        ),
-    );
+      );
+    // A lookup first: none of the tables has it, nothing more to ask.
+    const [secured] = await ask(rowSecured(this.#schema));
+    if (secured?.secured !== true) return;
+    const [answer] = await ask(rowSecurity(this.#schema));
     const hidden = String(answer?.hidden ?? "");
     if (hidden === "") return;
     throw mark(
