@@ -398,6 +398,20 @@ const UNCHECKED_HINT =
   "Its body was over the limit, so not read, and its MAC not checked: if the sender signed it, both its timestamp and its body's size need putting right (once the timestamp is, such a body is refused 413).";
 
 /**
+ * Whether `text` reads as a URL. `URL.canParse` would say so, but workerd
+ * on older compatibility dates has none: a Worker on such a date failed to
+ * load with "URL.canParse is not a function".
+ */
+function readsAsUrl(text: string): boolean {
+  try {
+    new URL(text);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/**
  * A URL another token was signed for, as said in an answer and its log
  * line: its scheme, host and path, never a user, a password, a query or a
  * fragment, where a URL of the same QStash account may carry a token.
@@ -800,7 +814,7 @@ export function qstashVerifier(
   }
   if (
     typeof keys.url !== "string" || !/^https?:\/\/./.test(keys.url) ||
-    !URL.canParse(keys.url)
+    !readsAsUrl(keys.url)
   ) {
     // Without a URL the Receiver skips the `sub` check: a token signed
     // for any other endpoint would pass. One that cannot be read as a URL
@@ -810,7 +824,7 @@ export function qstashVerifier(
       `Cannot verify QStash deliveries as 'url' is not an http(s) URL: set it to the public URL QStash calls for this route: current value is ${
         typeof keys.url !== "string"
           ? JSON.stringify(keys.url)
-          : URL.canParse(keys.url)
+          : readsAsUrl(keys.url)
           ? urlSaid(keys.url)
           : textSaid(keys.url)
       }`,
