@@ -31,6 +31,8 @@ const RULES = {
   "no-deno": "the portable core names no Deno",
   "no-node-global": "the portable core uses none of Node's globals",
   "no-node-import": "the portable core imports no node:* module",
+  "no-late-url":
+    "the portable core calls no URL.canParse or URL.parse, which workerd on older compatibility dates lacks",
 } as const;
 type Rule = keyof typeof RULES;
 
@@ -44,6 +46,12 @@ const NODE_GLOBALS = new Set([
   "__dirname",
   "__filename",
 ]);
+/**
+ * `URL`'s statics that came late to the platforms: a Worker on an older
+ * compatibility date (the example Worker's checks run one on 2022-01-01)
+ * failed to load with "URL.canParse is not a function".
+ */
+const LATE_URL_STATICS = new Set(["canParse", "parse"]);
 /** The names through which code reaches a global as a property. */
 const GLOBAL_OBJECTS = new Set(["globalThis", "self", "window"]);
 
@@ -133,6 +141,25 @@ const portable: Deno.lint.Plugin = {
               GLOBAL_OBJECTS.has(node.object.name)
             ) {
               context.report({ node: node.property, message: name });
+            }
+          },
+        };
+      },
+    },
+    "no-late-url": {
+      create(context) {
+        return {
+          MemberExpression(node) {
+            const name = node.computed
+              ? literal(node.property)
+              : node.property.type === "Identifier"
+              ? node.property.name
+              : undefined;
+            if (
+              name !== undefined && LATE_URL_STATICS.has(name) &&
+              node.object.type === "Identifier" && node.object.name === "URL"
+            ) {
+              context.report({ node, message: `URL.${name}` });
             }
           },
         };
@@ -324,6 +351,19 @@ Deno.test("the portable rules find Deno in code, and only there", () => {
     "x.ts:3: no-deno (the portable core names no Deno): const env = Deno.env.get('X');",
     "x.ts:4: no-deno (the portable core names no Deno): const g = globalThis.Deno;",
     "x.ts:5: no-deno (the portable core names no Deno): type T = typeof Deno;",
+  ]);
+});
+
+Deno.test("the portable rules find URL.canParse and URL.parse in code, and not a URL's own parse or a comment", () => {
+  const source = [
+    "// URL.canParse(x) in a comment",
+    "const ok = URL.canParse(text);",
+    'const u = URL["parse"](text);',
+    "const v = new URL(text); const p = parser.parse(text);",
+  ].join("\n");
+  assert.deepEqual(nonPortableIn("x.ts", source), [
+    "x.ts:2: no-late-url (the portable core calls no URL.canParse or URL.parse, which workerd on older compatibility dates lacks): const ok = URL.canParse(text);",
+    'x.ts:3: no-late-url (the portable core calls no URL.canParse or URL.parse, which workerd on older compatibility dates lacks): const u = URL["parse"](text);',
   ]);
 });
 
