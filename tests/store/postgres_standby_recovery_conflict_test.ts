@@ -37,8 +37,10 @@ Deno.test({
     const standbyAdmin = postgres(standbyUrl, { ...PAIR_CLIENT, max: 1 });
     const standby = postgres(standbyUrl, { ...PAIR_CLIENT, max: 1 });
     let store: PostgresStore | undefined;
-    const lock = await primary.reserve();
+    // Reserved inside the try, so a failure there still stops the pair.
+    let lock: postgres.ReservedSql | undefined;
     try {
+      lock = await primary.reserve();
       const owner = new PostgresStore(primary, { schema: "relayer" });
       await owner.migrate();
       await owner.createIntent({ id: "a", state: "authorized" });
@@ -110,8 +112,8 @@ Deno.test({
       assert.match(message, /hot standby/, message);
       assert.match(message, /nothing was read/, message);
     } finally {
-      await lock.unsafe(`ROLLBACK`).catch(() => {});
-      lock.release();
+      await lock?.unsafe(`ROLLBACK`).catch(() => {});
+      lock?.release();
       store?.close();
       await standby.end({ timeout: 1 });
       await standbyAdmin.end({ timeout: 1 });

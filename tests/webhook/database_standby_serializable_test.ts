@@ -23,9 +23,10 @@ Deno.test({
   fn: timeout(90_000, async () => {
     const pair = await startPair();
     const dir = await Deno.makeTempDir({ prefix: "relayer_standby_" });
+    let service: ReturnType<typeof startMain> | undefined;
     try {
       const url = await serializableStandby(pair);
-      const service = startMain({
+      service = startMain({
         SENDER_URL: "http://127.0.0.1:9/",
         WEBHOOK_SECRET: "standby-secret-0123456789abcdef",
         DATABASE_URL: url,
@@ -39,6 +40,9 @@ Deno.test({
       );
       assert.match(stderr, /^relayer: cannot start: .*hot standby/m);
     } finally {
+      // A process that did not end (an assertion failed first) is ended.
+      service?.kill();
+      await service?.ended().catch(() => {});
       await pair.stop();
       await Deno.remove(dir, { recursive: true });
     }
