@@ -46,9 +46,9 @@ const tlsAvailable = await tlsSuitesAvailable("the docs services' TLS test");
 /** Whether this machine listens on the IPv6 loopback, for the IPv6 test. */
 const ipv6Loopback = await ipv6LoopbackAvailable();
 
-/** Whether `port` answers /readyz with 200 within 20 s. */
-async function readyWithin(port: number): Promise<boolean> {
-  for (let i = 0; i < 200; i++) {
+/** Whether `port` answers /readyz with 200 within 30 s (a cold cache loads the package first). */
+export async function readyWithin(port: number): Promise<boolean> {
+  for (let i = 0; i < 300; i++) {
     const ready = await fetch(`http://127.0.0.1:${port}/readyz`)
       .then(async (r) => (await r.body?.cancel(), r.ok), () => false);
     if (ready) return true;
@@ -215,12 +215,40 @@ async function listeningOn(port: number): Promise<string[]> {
 }
 
 /** Kills `child`, if it was started, and waits for it and its pipes to end. */
-async function killed(child: Deno.ChildProcess | undefined): Promise<void> {
+export async function killed(
+  child: Deno.ChildProcess | undefined,
+): Promise<void> {
   if (!child) return;
-  child.kill("SIGKILL");
+  try {
+    child.kill("SIGKILL");
+  } catch {
+    // It ended by itself.
+  }
   await child.status;
   await child.stdout.cancel().catch(() => {});
   await child.stderr.cancel().catch(() => {});
+}
+
+/**
+ * Creates intent `id` (authorized) on the service at `base` with the ops
+ * token, then sends its delivery signed with `secret`: the delivery's
+ * answer, once it comes (a failure is said where it is awaited).
+ */
+export async function deliveryOf(
+  base: string,
+  opsToken: string,
+  secret: string,
+  id: string,
+): Promise<{ answer: Promise<Response> }> {
+  const created = await fetch(`${base}/v1/intents`, {
+    method: "POST",
+    headers: { authorization: `Bearer ${opsToken}` },
+    body: JSON.stringify({ id, state: "authorized" }),
+  });
+  assert.equal(created.status, 201, await created.text());
+  const answer = signedDelivery(base, secret, id);
+  answer.catch(() => {});
+  return { answer };
 }
 
 /** Registers the three tests of `s`'s service. */
@@ -404,18 +432,12 @@ export function docsServiceTests(s: DocsService): void {
         const stderr = new Response(child.stderr).text();
         const stdout = new Response(child.stdout).text();
         assert.ok(await readyWithin(port), "the service never answered");
-        const created = await fetch(`${base}/v1/intents`, {
-          method: "POST",
-          headers: { authorization: `Bearer ${SETTINGS.OPS_TOKEN}` },
-          body: JSON.stringify({ id: "pi_drain", state: "authorized" }),
-        });
-        assert.equal(created.status, 201, await created.text());
-        const inFlight = signedDelivery(
+        const inFlight = await deliveryOf(
           base,
+          SETTINGS.OPS_TOKEN,
           SETTINGS.WEBHOOK_SECRET,
           "pi_drain",
         );
-        inFlight.catch(() => {}); // said where it is awaited
         await signer.firstStarted; // the delivery is mid-send
         child.kill("SIGTERM");
         for (let i = 0; i < 100; i++) {
@@ -426,7 +448,7 @@ export function docsServiceTests(s: DocsService): void {
           await new Promise((r) => setTimeout(r, 50));
         }
         signer.release();
-        const answer = await inFlight;
+        const answer = await inFlight.answer;
         assert.equal(answer.status, 503); // a retry: sent, waiting for confirmation
         assert.match((await answer.json()).reason, /^sent 0xdrained/);
         const { code } = await child.status;

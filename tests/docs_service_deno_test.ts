@@ -11,8 +11,7 @@
 
 import assert from "node:assert/strict";
 import { fileURLToPath } from "node:url";
-import { apiBlocks } from "./_docs_service.ts";
-import { signedDelivery } from "./_main_process.ts";
+import { apiBlocks, deliveryOf, killed, readyWithin } from "./_docs_service.ts";
 import { memoryKvConnect } from "./_memory_kv_connect.ts";
 import { slowSigner } from "./_slow_signer.ts";
 import { timeout } from "./_timeout.ts";
@@ -98,17 +97,6 @@ async function project(
   });
 }
 
-/** Whether `port` answers /readyz with 200 within 30 s (a cold cache loads the package first). */
-async function readyWithin(port: number): Promise<boolean> {
-  for (let i = 0; i < 300; i++) {
-    const ready = await fetch(`http://127.0.0.1:${port}/readyz`)
-      .then(async (r) => (await r.body?.cancel(), r.ok), () => false);
-    if (ready) return true;
-    await new Promise((r) => setTimeout(r, 100));
-  }
-  return false;
-}
-
 Deno.test({
   name:
     "docs/api.md's Deno service on SIGTERM sends the answer of the delivery in flight, its send's hash in it, says its drain, and exits 0",
@@ -127,18 +115,12 @@ Deno.test({
       const stderr = new Response(child.stderr).text();
       const stdout = new Response(child.stdout).text();
       assert.ok(await readyWithin(port), "the service never answered");
-      const created = await fetch(`${base}/v1/intents`, {
-        method: "POST",
-        headers: { authorization: `Bearer ${SETTINGS.OPS_TOKEN}` },
-        body: JSON.stringify({ id: "pi_drain", state: "authorized" }),
-      });
-      assert.equal(created.status, 201, await created.text());
-      const inFlight = signedDelivery(
+      const inFlight = await deliveryOf(
         base,
+        SETTINGS.OPS_TOKEN,
         SETTINGS.WEBHOOK_SECRET,
         "pi_drain",
       );
-      inFlight.catch(() => {}); // said where it is awaited
       await signer.firstStarted; // the delivery is mid-send
       child.kill("SIGTERM");
       // Its drain begun: the listener closed, the send still held.
@@ -157,7 +139,7 @@ Deno.test({
         "the send ended before the drain",
       );
       signer.release();
-      const answer = await inFlight;
+      const answer = await inFlight.answer;
       assert.equal(answer.status, 503); // a retry: sent, waiting for confirmation
       assert.match((await answer.json()).reason, /^sent 0xdrained/);
       const { code } = await child.status;
@@ -177,12 +159,7 @@ Deno.test({
       );
     } finally {
       signer.release();
-      try {
-        child?.kill("SIGKILL");
-      } catch {
-        // It ended by itself.
-      }
-      await child?.status;
+      await killed(child);
       await signer.close();
       await Deno.remove(dir, { recursive: true });
     }
@@ -216,16 +193,8 @@ Deno.test({
       const stderr = new Response(child.stderr).text();
       const stdout = new Response(child.stdout).text();
       assert.ok(await readyWithin(port), "the service never answered");
-      const created = await fetch(`${base}/v1/intents`, {
-        method: "POST",
-        headers: { authorization: `Bearer ${ops}` },
-        body: JSON.stringify({ id: "pi_deploy", state: "authorized" }),
-      });
-      assert.equal(created.status, 201, await created.text());
-      const inFlight = signedDelivery(base, secret, "pi_deploy").then(
-        (r) => r.body?.cancel(),
-        () => {},
-      );
+      const inFlight = (await deliveryOf(base, ops, secret, "pi_deploy"))
+        .answer.then((r) => r.body?.cancel(), () => {});
       await signer.firstStarted; // mid-send, for longer than the drain
       const sentAt = performance.now();
       child.kill("SIGINT");
@@ -248,12 +217,7 @@ Deno.test({
       assert.ok(tookMs < 5_000, `exited after ${Math.round(tookMs)} ms`);
     } finally {
       signer.release();
-      try {
-        child?.kill("SIGKILL");
-      } catch {
-        // It ended by itself.
-      }
-      await child?.status;
+      await killed(child);
       await signer.close();
       await database.shutdown();
       await Deno.remove(dir, { recursive: true });
@@ -301,12 +265,7 @@ Deno.test({
         /^relayer: cannot start: Deno KV: cannot open .*deno\.json\/relayer\.kv \(.*\): check KV_PATH\n$/,
       );
     } finally {
-      try {
-        child?.kill("SIGKILL");
-      } catch {
-        // It ended by itself.
-      }
-      await child?.status;
+      await killed(child);
       await Deno.remove(dir, { recursive: true });
     }
   }),
