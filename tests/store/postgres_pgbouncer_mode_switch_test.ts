@@ -80,6 +80,36 @@ async function behindPooler(
   }
 }
 
+/**
+ * Back in transaction mode, `move()` lands (the connections the pooler
+ * ended are opened again); then, in statement mode once more, the first
+ * write the pooler ends says `lost`'s words: those met before the landed
+ * write are forgotten.
+ */
+async function forgottenOnceLanded(
+  at: {
+    store: PostgresStore;
+    setMode: (mode: "transaction" | "statement") => Promise<void>;
+    move: () => Promise<string>;
+  },
+  lost: RegExp,
+): Promise<void> {
+  await at.setMode("transaction");
+  let landed = "";
+  for (let i = 0; i < 5 && landed !== "landed"; i++) {
+    landed = await at.move();
+  }
+  assert.equal(landed, "landed");
+  await at.setMode("statement");
+  assert.match(
+    await at.store.createIntent({ id: "b", hold: "pending" }).then(
+      () => "landed",
+      (e: Error) => e.message,
+    ),
+    lost,
+  );
+}
+
 /** A lost write's words, with the pool mode named or not. */
 const LOST =
   /^PostgreSQL lost the connection during the write \(.*\): it may have landed or not; the next read says which$/;
@@ -108,23 +138,9 @@ Deno.test({
           /^PostgreSQL lost the connection during the write \(.*\): it may have landed or not; the next read says which\. The pooler in front of PostgreSQL ended a connection of this client at a transaction's BEGIN since the last write that landed \(transaction blocks not allowed in statement pooling mode\): its pool mode is statement \(PgBouncer's pool_mode = statement\), and every write of the store is a transaction, so none will land\. Give the store's database or user the pooler's transaction mode \(with prepare: false, \?prepare=false in DATABASE_URL\) or its session mode$/,
         );
         assert.equal((await store.getIntent("a"))?.version, "1");
-        await setMode("transaction");
-        // Connections the pooler ended are opened again.
-        let landed = "";
-        for (let i = 0; i < 5 && landed !== "landed"; i++) {
-          landed = await move();
-        }
-        assert.equal(landed, "landed");
         // A write landed: the words before it are forgotten, and the first
         // write the pooler ends again says only what it knows.
-        await setMode("statement");
-        assert.match(
-          await store.createIntent({ id: "b", hold: "pending" }).then(
-            () => "landed",
-            (e: Error) => e.message,
-          ),
-          LOST,
-        );
+        await forgottenOnceLanded({ store, setMode, move }, LOST);
       }),
   ),
 });
@@ -229,21 +245,8 @@ Deno.test({
         // Before: the first write's words again, naming the server's log,
         // an expired password, a connection limit, a restart.
         assert.match(await move(), LOST_BEFORE_NAMED);
-        await setMode("transaction");
-        let landed = "";
-        for (let i = 0; i < 5 && landed !== "landed"; i++) {
-          landed = await move();
-        }
-        assert.equal(landed, "landed");
-        await setMode("statement");
         // A write landed: the words before it are forgotten.
-        assert.match(
-          await store.createIntent({ id: "b", hold: "pending" }).then(
-            () => "landed",
-            (e: Error) => e.message,
-          ),
-          LOST_BEFORE,
-        );
+        await forgottenOnceLanded({ store, setMode, move }, LOST_BEFORE);
       }),
   ),
 });
