@@ -3066,7 +3066,7 @@ export class PostgresStore implements Store {
       "read",
       true,
     );
-    if (row === undefined || row.hold === null) {
+    if (mayBeHidden(row)) {
       // Nothing of the write was sent: a role row-level security hides
       // the intent or its hold from is the store failing, not a refusal.
       await this.#rowsShown(what, notWritten);
@@ -3147,7 +3147,7 @@ export class PostgresStore implements Store {
       `read of intent ${id}`,
       () => this.#intentQuery(this.#sql, id, false),
     );
-    if (row === undefined || row.hold === null) {
+    if (mayBeHidden(row)) {
       await this.#rowsShown(`read intent ${id}`, notRead);
     }
     return row === undefined ? null : toIntent(recordOf(row), row.version);
@@ -4064,6 +4064,27 @@ function assertIndexable(
 
 function numberOrNull(value: unknown): number | null {
   return value === null || value === undefined ? null : Number(value);
+}
+
+/**
+ * The states whose intent holds funds: read without its hold, row-level
+ * security may hide the hold. A created intent has none yet (nor one that
+ * failed or went to review before its authorization), so its reads, on a
+ * delivery's path, ask nothing more.
+ */
+const HELD_STATES: ReadonlySet<unknown> = new Set([
+  "authorized",
+  "settling",
+  "settled",
+]);
+
+/**
+ * Whether a read's row may be what row-level security left of it: no row,
+ * or an intent of a state that holds funds read without its hold.
+ */
+function mayBeHidden(row: Row | undefined): boolean {
+  return row === undefined ||
+    ((row.hold ?? null) === null && HELD_STATES.has(row.state));
 }
 
 function recordOf(row: Row): IntentRecord {
