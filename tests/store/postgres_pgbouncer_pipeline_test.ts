@@ -140,7 +140,10 @@ Deno.test({
     // Reads given to the store the moment a probe reaches the server.
     let onProbe = () => {};
     const { store, behind, reset, close } = await lateBouncer((text) => {
-      if (/SELECT (?:1|\$1::int)\b/.test(text)) onProbe();
+      // The probe's whole statement, ended by its NUL on the wire: a
+      // statement holding "SELECT 1" in a subquery (row security's check)
+      // is no probe, and taken for one it gave reads that gave checks.
+      if (/SELECT (?:1|\$1::int)\0/.test(text)) onProbe();
     });
     const reads: Promise<unknown>[] = [];
     try {
