@@ -20,12 +20,9 @@ import postgres from "postgres";
 import { PostgresStore } from "../../store/postgres.ts";
 import { isNotWritten } from "../../store/_not_written.ts";
 import { startPostgres } from "../../support/postgres_server.ts";
-import {
-  freshDatabase,
-  postgresAvailable,
-  serverUpFirst,
-} from "../_postgres.ts";
+import { postgresAvailable, serverUpFirst } from "../_postgres.ts";
 import { timeout } from "../_timeout.ts";
+import { onDatabase } from "./_on_database.ts";
 
 const ignore = !postgresAvailable;
 
@@ -42,44 +39,36 @@ async function onSerializable(
     pivot: <T>(read: () => Promise<T>) => Promise<T>;
   }) => Promise<void>,
 ): Promise<void> {
-  const database = await freshDatabase();
-  const admin = postgres(database.url, { max: 3, onnotice: () => {} });
-  const clients: postgres.Sql[] = [admin];
-  const open = (max = 2) => {
-    const sql = postgres(database.url, {
-      max,
-      onnotice: () => {},
-      max_lifetime: null,
-    });
-    clients.push(sql);
-    return sql;
-  };
-  try {
-    const owner = new PostgresStore(admin, { schema: "relayer" });
-    await owner.migrate();
-    await owner.createIntent({ id: "a", state: "authorized", hold: "pending" });
-    await owner.createIntent({ id: "b", state: "authorized", hold: "pending" });
-    owner.close();
-    const name = new URL(database.url).pathname.slice(1);
-    await admin.unsafe(
-      `ALTER DATABASE "${name}" SET default_transaction_isolation = 'serializable'`,
-    );
-    const sql = open();
-    const [shown] = await sql`SHOW default_transaction_isolation`;
-    assert.equal(shown?.default_transaction_isolation, "serializable");
-    const store = new PostgresStore(sql, { schema: "relayer" });
-    try {
-      await test({
-        store,
-        pivot: (read) => pivotUnder(open, admin, name, read),
+  await onDatabase(
+    { default_transaction_isolation: "serializable" },
+    async ({ admin, connect, url }) => {
+      const owner = new PostgresStore(admin, { schema: "relayer" });
+      await owner.createIntent({
+        id: "a",
+        state: "authorized",
+        hold: "pending",
       });
-    } finally {
-      store.close();
-    }
-  } finally {
-    for (const sql of clients) await sql.end({ timeout: 1 });
-    await database.drop();
-  }
+      await owner.createIntent({
+        id: "b",
+        state: "authorized",
+        hold: "pending",
+      });
+      owner.close();
+      const name = new URL(url).pathname.slice(1);
+      const sql = connect();
+      const [shown] = await sql`SHOW default_transaction_isolation`;
+      assert.equal(shown?.default_transaction_isolation, "serializable");
+      const store = new PostgresStore(sql, { schema: "relayer" });
+      try {
+        await test({
+          store,
+          pivot: (read) => pivotUnder(connect, admin, name, read),
+        });
+      } finally {
+        store.close();
+      }
+    },
+  );
 }
 
 /**
