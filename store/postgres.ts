@@ -2097,8 +2097,8 @@ export class PostgresStore implements Store {
           // end at the flight's lock_timeout (see prepareAgain).
           if (
             settled[0]?.status === "rejected" &&
-            settled.slice(1, -1).some((answer) =>
-              answer.status === "fulfilled"
+            settled.slice(1, -1).some((answer, i) =>
+              answer.status === "fulfilled" && !CHECKS.has(writes[i]!)
             ) &&
             !settled.some((answer) =>
               answer.status === "rejected" &&
@@ -2112,8 +2112,12 @@ export class PostgresStore implements Store {
             // its own sync, ran outside a transaction. The tables refuse
             // each of them (`RL003`, see `IN_WRITE`): the first query's
             // error stands, nothing was written. Unless none was refused
-            // so (the schema's guard dropped, or disabled since the
-            // start's check): some of them may have landed, each alone.
+            // so and one that writes was answered (the schema's guard
+            // dropped, or disabled since the start's check): some of them
+            // may have landed, each alone. A check answered (`CHECKS`: a
+            // `SELECT … FOR UPDATE` fires no trigger) wrote nothing, and
+            // the statements behind it that a cancel cut before their
+            // guard ran (57014, as the BEGIN's) wrote nothing either.
             throw beganOutside(error);
           }
           // The write goes again only for `connectionWaitMs` after its
@@ -3428,12 +3432,12 @@ export class PostgresStore implements Store {
     lock: "SHARE" | "UPDATE" = "SHARE",
   ): postgres.PendingQuery<postgres.Row[]> {
     const { intents } = this.#t;
-    return sql`
+    return checkOnly(sql`
       WITH held AS (
         SELECT 1 FROM ${intents} WHERE id = ${id} AND version = ${version}
         ${lock === "SHARE" ? sql`FOR SHARE` : sql`FOR UPDATE`}
       )
-      SELECT ${this.#refuseStale}((SELECT count(*) FROM held)) AS held`;
+      SELECT ${this.#refuseStale}((SELECT count(*) FROM held)) AS held`);
   }
 
   #putDeadLetter(
@@ -4365,9 +4369,23 @@ function lostBeforeWrite(error: unknown, pooled?: string): Error {
 }
 
 /**
+ * The statements of a write's flight that write nothing (the check at its
+ * head, a `SELECT … FOR UPDATE`, which fires no trigger): one of them
+ * answered outside the flight's transaction says nothing of the tables'
+ * guard (see `beganOutside`).
+ */
+const CHECKS = new WeakSet<object>();
+
+/** `query`, marked as one of {@linkcode CHECKS}. */
+function checkOnly<T extends object>(query: T): T {
+  CHECKS.add(query);
+  return query;
+}
+
+/**
  * The error of a write whose flight's first query (its `BEGIN`) failed
- * while statements behind it answered, none refused by the tables' guard
- * (dropped or disabled): they ran outside a transaction.
+ * while statements behind it that write answered, none refused by the
+ * tables' guard (dropped or disabled): they ran outside a transaction.
  */
 function beganOutside(error: unknown): Error {
   return new Error(

@@ -74,3 +74,84 @@ Deno.test({
     },
   ),
 });
+
+// A flight whose head is the check of the intent's version (a `SELECT …
+// FOR SHARE`, which fires no trigger), as a give-up's dead letter has:
+// with its BEGIN cut, the check answers outside the transaction, and the
+// letter's INSERT behind it, cut by a cancel before its guard ran, wrote
+// nothing either. Answered "it may have landed" (the crash test's cancel
+// fault met it on a give-up's void, logged as the store's own fault), it
+// said the guard let a write through where none landed. Four sessions
+// hammer: with fewer, the three cuts in a row seldom come together.
+Deno.test({
+  name:
+    "PostgresStore never answers that the guard let a write through where only the check at its head answered outside the transaction, while four sessions cancel its statements",
+  ignore: !postgresAvailable,
+  fn: onFreshSchema(
+    { timeoutMs: 60_000, adminMax: 4 },
+    async ({ admin, schema, sql, store }) => {
+      const [session] = await sql<
+        { pid: number }[]
+      >`SELECT pg_backend_pid() AS pid`;
+      const pid = session!.pid;
+      const intent = await store.createIntent({
+        id: "pi_1",
+        state: "authorized",
+        hold: "pending",
+      });
+      let stop = false;
+      const hammers = Array.from({ length: 4 }, async () => {
+        while (!stop) await admin`SELECT pg_cancel_backend(${pid})`;
+      });
+      const outside: string[] = [];
+      const lies: string[] = [];
+      let refused = 0;
+      try {
+        // 4 s of letters (on the code before, the first such answer came
+        // within 0.06 s to 1.1 s here), and on until a cancel has reached one.
+        const until = Date.now() + 4_000;
+        for (
+          let i = 0;
+          (Date.now() < until || refused === 0) && i < 50_000 &&
+          outside.length === 0 && lies.length === 0;
+          i++
+        ) {
+          const jobId = `job_${i}`;
+          const answer = await store.putDeadLetter({
+            jobId,
+            intentId: "pi_1",
+            deliveries: 1,
+            cause: "declared",
+            reason: "declared poison",
+            resolution: "dropped",
+            lastError: "boom",
+            poisonedAt: 1,
+          }, { intentVersion: intent.version }).then(
+            () => null,
+            (error: Error) => error,
+          );
+          if (answer === null) continue;
+          refused++;
+          const rows = await admin.unsafe(
+            `SELECT 1 FROM "${schema}".dead_letters WHERE job_id = $1`,
+            [jobId],
+          );
+          if (rows.length > 0 && /nothing was written/.test(answer.message)) {
+            lies.push(`${jobId}: ${answer.message}`);
+          }
+          if (/cut the write's BEGIN/.test(answer.message)) {
+            outside.push(
+              `${jobId} (${rows.length > 0 ? "landed" : "not on record"})`,
+            );
+          }
+        }
+      } finally {
+        stop = true;
+        await Promise.all(hammers);
+      }
+      assert.ok(refused > 0, "no cancel reached a write");
+      assert.deepEqual(lies, []);
+      assert.deepEqual(outside, []);
+    },
+  ),
+});
