@@ -3298,6 +3298,46 @@ export function createApp(deps: AppDeps): WebhookApp {
       }; send an integer >= 1 (parse a count your queue gives as a string), or leave it out`,
     bridgeCountsDue,
   );
+  // A letter the route keeps (a bare job, a job or give-up it cannot read,
+  // a messageId that is no text) records 1 for a count it cannot read:
+  // said as the count of a readable job is, so that a bridge passing
+  // SQS's ApproximateReceiveCount as a string hears of it at its first
+  // refusal, and the letter's 1 is not read as a first delivery.
+  const letterCountsNotRead = {
+    delivery: countNotReadLog(
+      "POST /v1/deliveries",
+      "delivery",
+      () =>
+        "its dead letter records 1 delivery; send an integer >= 1 (parse a count your queue gives as a string), or leave it out",
+      bridgeCountsDue,
+    ),
+    "gaveUp.deliveries": countNotReadLog(
+      "POST /v1/deliveries",
+      "gaveUp.deliveries",
+      () =>
+        "its dead letter records 1 delivery; send an integer >= 1 (parse a count your queue gives as a string), or leave it out",
+      bridgeCountsDue,
+    ),
+  };
+  /**
+   * The answer of a letter kept on the generic route (`done`), having
+   * said its count (`delivery`, or `gaveUp`'s) where it cannot be read.
+   */
+  function letterKept(
+    delivery: unknown,
+    gaveUp: unknown,
+    done: (jobId: string) => Response,
+  ): (jobId: string) => Response {
+    return (jobId) => {
+      const count = attemptSeen(delivery, gaveUp);
+      if (count !== undefined && count !== null && !isCount(count)) {
+        letterCountsNotRead[
+          gaveUp === undefined ? "delivery" : "gaveUp.deliveries"
+        ](count, 1);
+      }
+      return done(jobId);
+    };
+  }
 
   /**
    * A route's log line for a queue that gave up on a job before the
@@ -3547,11 +3587,11 @@ export function createApp(deps: AppDeps): WebhookApp {
         JSON.stringify(bareJob),
         { attempt: attemptSeen(delivery, gaveUp), job: body },
         why,
-        (jobId) =>
+        letterKept(delivery, gaveUp, (jobId) =>
           badInput(
             "deliveries",
             `${why} Kept as the dead letter ${jobId}: publish a readable job for intent ${named}, then discard the letter.`,
-          ).response,
+          ).response),
         claim,
       );
     }
@@ -3573,7 +3613,7 @@ export function createApp(deps: AppDeps): WebhookApp {
         JSON.stringify(rawJob),
         { attempt: attemptSeen(delivery, gaveUp), job: rawJob },
         why,
-        (jobId) =>
+        letterKept(delivery, gaveUp, (jobId) =>
           badInput(
             "deliveries",
             `${why}. Kept as the dead letter ${jobId}: ${
@@ -3581,7 +3621,7 @@ export function createApp(deps: AppDeps): WebhookApp {
                 ? `publish a readable job for intent ${intentId}, then discard the letter`
                 : "it names no intent; discard the letter once you have found its payment"
             }.`,
-          ).response,
+          ).response),
         claim,
       );
     }
@@ -3641,11 +3681,11 @@ export function createApp(deps: AppDeps): WebhookApp {
           JSON.stringify(rawJob),
           { attempt: attemptSeen(delivery, gaveUp), job: rawJob },
           error.detail,
-          (jobId) =>
+          letterKept(delivery, gaveUp, (jobId) =>
             badInput(
               "deliveries",
               `${error.detail} Kept as the dead letter ${jobId}: its queue gave up on the job of intent ${job.intentId}; publish a job for it (or resolve it), then discard the letter.`,
-            ).response,
+            ).response),
           claim,
         );
       }
@@ -3693,11 +3733,11 @@ export function createApp(deps: AppDeps): WebhookApp {
         JSON.stringify(rawJob),
         { attempt: delivery, job: rawJob },
         error.detail,
-        (jobId) =>
+        letterKept(delivery, gaveUp, (jobId) =>
           badInput(
             "deliveries",
             `${error.detail} Kept as the dead letter ${jobId}: send the delivery again with its messageId as a text (or none), or publish a job for intent ${job.intentId}, then discard the letter.`,
-          ).response,
+          ).response),
         claim,
       );
     }

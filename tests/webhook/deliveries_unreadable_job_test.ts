@@ -14,7 +14,7 @@
 
 import assert from "node:assert/strict";
 import { MemoryStore } from "../../mod.ts";
-import { genericRequest, lettersDown, makeApp, OPS } from "./_app.ts";
+import { genericRequest, lettersDown, makeApp, NOW, OPS } from "./_app.ts";
 
 const typo = { intentId: "pi_0001", kind: "Settle" };
 
@@ -307,4 +307,55 @@ Deno.test("POST /v1/deliveries keeps no letter for a bare job, a job encoded twi
   }
   assert.equal(writes(), before);
   assert.deepEqual((await store.listDeadLetters({ limit: 10 })).items, []);
+});
+
+Deno.test('POST /v1/deliveries logs a bare job\'s or an unreadable job\'s count that cannot be read (delivery "5", gaveUp.deliveries "9"), which its letter records as 1, at most once a minute, as a readable job\'s count is logged', async () => {
+  const lines: string[] = [];
+  let t = NOW;
+  const { app, store } = await makeApp({
+    intents: [{ id: "pi_0001", state: "authorized", hold: "pending" }],
+    deps: { log: (line) => lines.push(line), now: () => t },
+  });
+  const counts = () => lines.filter((line) => / is not a count; /.test(line));
+  const kept = async (body: unknown) => {
+    const res = await app.request(
+      "/v1/deliveries",
+      await genericRequest(JSON.stringify(body), {
+        timeS: Math.floor(t / 1000),
+      }),
+    );
+    assert.equal(res.status, 400, await res.clone().text());
+    return (await store.listDeadLetters({ limit: 10 })).items.map((letter) =>
+      letter.deliveries
+    );
+  };
+  const bare = { intentId: "pi_0001", kind: "settle" };
+  // A count it reads, or none: nothing said.
+  assert.deepEqual(await kept({ ...bare, delivery: 4 }), [4]);
+  assert.deepEqual(await kept({ ...bare, delivery: null, messageId: "m-1" }), [
+    1,
+  ]);
+  assert.deepEqual(counts(), []);
+  t += 1000;
+  assert.deepEqual(await kept({ ...bare, delivery: "5" }), [1]);
+  assert.deepEqual(counts(), [
+    'relayer POST /v1/deliveries: delivery "5" is not a count; its dead letter records 1 delivery; send an integer >= 1 (parse a count your queue gives as a string), or leave it out',
+  ]);
+  // One line a minute for the route.
+  t += 1000;
+  await kept({ ...bare, delivery: "6" });
+  assert.equal(counts().length, 1);
+  // A job it cannot read, wrapped, and a bare give-up: the same words.
+  t += 60_000;
+  await kept({ job: typo, delivery: "5" });
+  t += 60_000;
+  await kept({ ...bare, gaveUp: { deliveries: "9" } });
+  // A readable job whose messageId is no text: its letter's count too.
+  t += 60_000;
+  await kept({ job: bare, delivery: "5", messageId: 7 });
+  assert.deepEqual(counts().slice(1), [
+    'relayer POST /v1/deliveries: delivery "5" is not a count; its dead letter records 1 delivery; send an integer >= 1 (parse a count your queue gives as a string), or leave it out',
+    'relayer POST /v1/deliveries: gaveUp.deliveries "9" is not a count; its dead letter records 1 delivery; send an integer >= 1 (parse a count your queue gives as a string), or leave it out',
+    'relayer POST /v1/deliveries: delivery "5" is not a count; its dead letter records 1 delivery; send an integer >= 1 (parse a count your queue gives as a string), or leave it out',
+  ]);
 });
