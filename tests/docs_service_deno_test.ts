@@ -3,15 +3,19 @@
  * run as its `localRun` line says from a project that links this
  * repository (the section's `deno.json`): on SIGTERM mid-send it lets the
  * delivery in flight send its answer, its send's hash in it, says its
- * drain in `deno task start`'s words and exits 0; a port in use is one
- * `relayer: cannot start: …` line, no stack.
+ * drain in `deno task start`'s words and exits 0; a port in use, or
+ * `KV_QUEUE` (it runs no queue), is one `relayer: cannot start: …` line,
+ * no stack; a KV file another program holds locked at the stop ends it
+ * within 10 s in one line, as `main.ts` does.
  *
  * @module
  */
 
 import assert from "node:assert/strict";
+import { DatabaseSync } from "node:sqlite";
 import { fileURLToPath } from "node:url";
 import { apiBlocks, deliveryOf, killed, readyWithin } from "./_docs_service.ts";
+import { assertOneLine } from "./_main_process.ts";
 import { memoryKvConnect } from "./_memory_kv_connect.ts";
 import { slowSigner } from "./_slow_signer.ts";
 import { timeout } from "./_timeout.ts";
@@ -293,6 +297,96 @@ Deno.test({
       );
     } finally {
       held.close();
+      await Deno.remove(dir, { recursive: true });
+    }
+  }),
+});
+
+Deno.test({
+  name:
+    "docs/api.md's Deno service refuses KV_QUEUE in one line, as it runs no queue (main.ts does): it started, and each job it took was its publish stub's alone",
+  fn: timeout(60_000, async () => {
+    const dir = await Deno.makeTempDir({ prefix: "relayer_docs_deno_" });
+    try {
+      const command = await project(dir, freePort(), {
+        ...SETTINGS,
+        SENDER_URL: "http://127.0.0.1:9",
+        KV_QUEUE: "1",
+      });
+      // Ended by its refusal, or killed where it served anyway.
+      const child = command.spawn();
+      const timer = setTimeout(() => child.kill("SIGKILL"), 10_000);
+      const out = await child.output();
+      clearTimeout(timer);
+      const err = new TextDecoder().decode(out.stderr);
+      assert.equal(out.code, 1, err);
+      assertOneLine(
+        err,
+        /^relayer: cannot start: KV_QUEUE is set, but this service runs no queue of Deno KV's \(main\.ts does\): unset it, and publish to your queue$/,
+      );
+    } finally {
+      await Deno.remove(dir, { recursive: true });
+    }
+  }),
+});
+
+Deno.test({
+  name:
+    "docs/api.md's Deno service ends within 10 s of SIGTERM, in one line that names the lock, while another program holds a write transaction on its Deno KV file, as main.ts does: closing KV waited for the lock with no end",
+  fn: timeout(60_000, async () => {
+    const dir = await Deno.makeTempDir({ prefix: "relayer_docs_deno_" });
+    const path = `${dir}/relayer.kv`;
+    // Keys that expire one a second: Deno KV's deletion of them meets the
+    // lock within about 2 s of its taking.
+    const seed = await Deno.openKv(path);
+    for (let i = 1; i <= 60; i++) {
+      await seed.set(["test", "expires", i], i, { expireIn: i * 1_000 });
+    }
+    seed.close();
+    const port = freePort();
+    let child: Deno.ChildProcess | undefined;
+    let db: DatabaseSync | undefined;
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    try {
+      child = (await project(dir, port, {
+        ...SETTINGS,
+        SENDER_URL: "http://127.0.0.1:9",
+        KV_PATH: path,
+      })).spawn();
+      const stderr = new Response(child.stderr).text();
+      const stdout = new Response(child.stdout).text();
+      assert.ok(await readyWithin(port), "the service never answered");
+      db = new DatabaseSync(path);
+      db.exec("BEGIN IMMEDIATE; UPDATE kv SET v = v");
+      await new Promise((resolve) => setTimeout(resolve, 2_500));
+      const sentAt = performance.now();
+      child.kill("SIGTERM");
+      const ended = await Promise.race([
+        child.status,
+        new Promise<null>((resolve) => {
+          timer = setTimeout(() => resolve(null), 16_000);
+        }),
+      ]);
+      const tookMs = Math.round(performance.now() - sentAt);
+      assert.ok(ended !== null, "the service still ran 16 s after SIGTERM");
+      child = undefined;
+      const out = await stdout;
+      const err = await stderr;
+      assert.ok(tookMs < 10_000, `ended ${tookMs} ms after SIGTERM`);
+      assert.equal(ended.code, 1, `${out}\n${err}`);
+      assert.match(out, /relayer: SIGTERM: draining \(at most 8s\)/);
+      assert.doesNotMatch(out, /KV closed/);
+      assertOneLine(
+        err,
+        /^relayer: KV_PATH: .*relayer\.kv stayed locked by another program through the drain \(a write transaction: sqlite3, a backup tool\), and closing KV would wait for it with no end: exiting without closing it, as a kill would; end that transaction before the next start$/,
+      );
+    } finally {
+      clearTimeout(timer);
+      await killed(child);
+      if (db?.isOpen) {
+        db.exec("ROLLBACK");
+        db.close();
+      }
       await Deno.remove(dir, { recursive: true });
     }
   }),
