@@ -195,8 +195,12 @@ export function localQueueConsumer(
         kept = await relayer.keepUnreadable({
           queue: "local",
           raw: rawOf(message),
-          // A job encoded twice names its intent too.
-          seen: { intentId: intentIdSeen(seen) },
+          // A job encoded twice names its intent too; so does a message
+          // with no `job` that is a job itself (enqueued bare, as QStash,
+          // Pub/Sub and Cloudflare take it), or its JSON text.
+          seen: {
+            intentId: intentIdSeen(seen === undefined ? message : seen),
+          },
           detail,
         });
       } catch (failure) {
@@ -208,8 +212,11 @@ export function localQueueConsumer(
             delayMs / 1000
           }s: ${describeError(failure)}`,
         );
-        // The job as it came, still unreadable: read again, kept then.
-        await enqueue({ job: seen as Job, failures }, delayMs);
+        // The message as it came, still unreadable: read again, kept
+        // then. Whole: put back as its `job` alone, a message that held
+        // its job elsewhere (bare, or as text) came back with nothing in
+        // it, and its letter named no intent, its only job lost.
+        await enqueue(putBack(message, failures), delayMs);
         return;
       }
       log(
@@ -340,6 +347,23 @@ export function quietly(
       throw quiet;
     }
   };
+}
+
+/**
+ * A malformed message as it goes back on the queue, `failures` set: a
+ * plain object with all it held but the id and line mark `enqueue` gives
+ * afresh; anything else (a text, an array, bytes, a `Map`, `null`) as its
+ * `job`, which is read as unreadable again and kept with what it held.
+ */
+function putBack(message: unknown, failures: number): LocalQueueMessage {
+  const prototype = typeof message === "object" && message !== null
+    ? Object.getPrototypeOf(message)
+    : undefined;
+  if (prototype !== Object.prototype && prototype !== null) {
+    return { job: message as Job, failures };
+  }
+  const { id: _id, line: _line, ...held } = message as Record<string, unknown>;
+  return { ...held, failures } as unknown as LocalQueueMessage;
 }
 
 /** A message as text, for the name of its dead letter. */

@@ -515,3 +515,56 @@ Deno.test("localQueueConsumer() keeps a job encoded as JSON twice (enqueued as i
   assert.deepEqual(items.map((letter) => letter.intentId), ["pi_0001"]);
   assert.match(items[0]!.reason, /encoded as JSON twice/);
 });
+
+Deno.test("localQueueConsumer() keeps a bare job (the job itself enqueued, not wrapped in {job}) as a dead letter naming its intent", async () => {
+  const store = new MemoryStore();
+  const { consume, sent } = consumerOn(store);
+  await consume(job as unknown as LocalQueueMessage);
+  await consume(JSON.stringify(job) as unknown as LocalQueueMessage);
+  assert.equal(sent.length, 0);
+  const { items } = await store.listDeadLetters();
+  assert.deepEqual(items.map((letter) => letter.intentId), [
+    "pi_0001",
+    "pi_0001",
+  ]);
+});
+
+Deno.test("localQueueConsumer() puts a malformed message back whole while its dead letter cannot be written: what it held is kept once the store is back, not a message with nothing in it", async () => {
+  class NoLetters extends MemoryStore {
+    down = true;
+    override putDeadLetter(
+      ...args: Parameters<MemoryStore["putDeadLetter"]>
+    ): Promise<void> {
+      if (this.down) return Promise.reject(new Error("store unreachable"));
+      return super.putDeadLetter(...args);
+    }
+  }
+  for (
+    const message of [
+      job,
+      JSON.stringify(job),
+      { job: { intentId: "pi_0001" }, trace: "t-1" },
+    ] as unknown[]
+  ) {
+    const store = new NoLetters();
+    const { consume, sent } = consumerOn(store);
+    await consume(message);
+    assert.equal(sent.length, 1);
+    const [back] = sent[0]!;
+    assert.equal(back.failures, 1);
+    // What the message held is still on the queue.
+    assert.ok(
+      JSON.stringify(back).includes(JSON.stringify(message).slice(1, -1)),
+      JSON.stringify(back),
+    );
+    store.down = false;
+    await consume(back);
+    assert.equal(sent.length, 1, "kept, not put back");
+    const { items } = await store.listDeadLetters();
+    assert.deepEqual(
+      items.map((letter) => letter.intentId),
+      ["pi_0001"],
+      JSON.stringify(message),
+    );
+  }
+});
