@@ -568,3 +568,52 @@ Deno.test("localQueueConsumer() puts a malformed message back whole while its de
     );
   }
 });
+
+Deno.test("localQueueConsumer() on a Deno KV file: a bare job whose dead letter could not be written comes back off the queue whole, and is kept naming its intent", async () => {
+  class NoLetters extends MemoryStore {
+    down = true;
+    override putDeadLetter(
+      ...args: Parameters<MemoryStore["putDeadLetter"]>
+    ): Promise<void> {
+      if (this.down) {
+        this.down = false; // back for the message's next delivery
+        return Promise.reject(new Error("store unreachable"));
+      }
+      return super.putDeadLetter(...args);
+    }
+  }
+  const dir = await Deno.makeTempDir({ prefix: "relayer_local_queue_" });
+  const kv = await Deno.openKv(`${dir}/queue.kv`);
+  const store = new NoLetters();
+  const seen: unknown[] = [];
+  const consume = localQueueConsumer({
+    relayer: createRelayer({
+      store,
+      sender: new ScriptedSender({}),
+      policy: { baseMs: 10, capMs: 20 },
+    }),
+    enqueue: async (message, delayMs) => {
+      await kv.enqueue(message, { delay: delayMs });
+    },
+    log: () => {},
+  });
+  const listening = kv.listenQueue(async (message) => {
+    seen.push(message);
+    await consume(message);
+  });
+  try {
+    await kv.enqueue(job);
+    const deadline = Date.now() + 10_000;
+    let letters: string[] = [];
+    while (letters.length === 0 && Date.now() < deadline) {
+      await new Promise((resolve) => setTimeout(resolve, 10));
+      letters = (await store.listDeadLetters()).items.map((l) => l.intentId);
+    }
+    assert.deepEqual(seen, [job, { ...job, failures: 1 }]);
+    assert.deepEqual(letters, ["pi_0001"]);
+  } finally {
+    kv.close();
+    await listening;
+    await Deno.remove(dir, { recursive: true });
+  }
+});
