@@ -3497,6 +3497,62 @@ export function createApp(deps: AppDeps): WebhookApp {
     }
   }
 
+  /**
+   * A signed body encoded as JSON twice (a bridge that `JSON.stringify`s
+   * its queue's message, itself the text of a delivery, a give-up or a
+   * bare job), whose text holds a readable job: kept as the letter a job
+   * that cannot be read gets, named by the job as sent (so a delivery and
+   * its give-up keep one), naming its intent, with the count it carries;
+   * then refused 400, saying to send the object itself. Refused with
+   * nothing kept, a bridge that takes a 4xx as final dropped it, and its
+   * give-up, encoded the same way, was refused too: the intent was left
+   * with no job and no dead letter. `undefined` for a text of anything
+   * else (the bridge's own mistake, naming no intent: refused as before).
+   */
+  async function keptTwice(
+    text: string,
+    claim: ReplayClaim | undefined,
+  ): Promise<Response | undefined> {
+    let inner: unknown;
+    try {
+      inner = JSON.parse(text.charCodeAt(0) === 0xfeff ? text.slice(1) : text);
+    } catch {
+      return undefined;
+    }
+    if (typeof inner !== "object" || inner === null || Array.isArray(inner)) {
+      return undefined;
+    }
+    const {
+      job: wrapped,
+      delivery,
+      messageId: _id,
+      gaveUp,
+      ...bare
+    } = inner as Record<string, unknown>;
+    const job = "job" in inner ? wrapped : bare;
+    let intentId: string;
+    try {
+      intentId = parseJob(job).intentId;
+    } catch {
+      return undefined;
+    }
+    const why = `The body is encoded as JSON twice (a JSON text of ${
+      "job" in inner ? "a delivery" : "a bare job"
+    } for intent ${intentId}): send the object itself, ${DELIVERY_EXAMPLE}, not its JSON.stringify.`;
+    return await keepUnreadable(
+      "generic",
+      JSON.stringify(job),
+      { attempt: attemptSeen(delivery, gaveUp ?? undefined), job },
+      why,
+      (jobId) =>
+        badInput(
+          "deliveries",
+          `${why} Kept as the dead letter ${jobId}: publish a readable job for intent ${intentId}, then discard the letter.`,
+        ).response,
+      claim,
+    );
+  }
+
   app.post("/v1/deliveries", async (c) => {
     const header = deliveriesHeaders(c);
     let read: { bytes: Uint8Array; text: string };
@@ -3563,6 +3619,10 @@ export function createApp(deps: AppDeps): WebhookApp {
     const gaveUp = fields.gaveUp ?? undefined;
     const rawMessageId = fields.messageId ?? undefined;
     if (over && gaveUp === undefined) throw tooLarge(maxBodyBytes);
+    if (typeof body === "string") {
+      const kept = await keptTwice(body, claim);
+      if (kept !== undefined) return kept;
+    }
     if (rawJob === undefined) {
       const bare = typeof body === "object" && body !== null &&
         "intentId" in body;

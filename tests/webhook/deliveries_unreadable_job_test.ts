@@ -276,7 +276,7 @@ Deno.test('POST /v1/deliveries keeps a job wrapped in {"job": …} twice as a de
   assert.equal(letter?.intentId, "pi_0001");
 });
 
-Deno.test("POST /v1/deliveries keeps no letter for a bare job, a job encoded twice, a give-up it cannot read or a messageId that is not a text whose signature does not verify: 401, the store untouched", async () => {
+Deno.test("POST /v1/deliveries keeps no letter for a bare job, a job or a body encoded twice, a give-up it cannot read or a messageId that is not a text whose signature does not verify: 401, the store untouched", async () => {
   const { app, store, writes } = await makeApp({
     intents: [{ id: "pi_0001", state: "authorized", hold: "pending" }],
   });
@@ -292,6 +292,8 @@ Deno.test("POST /v1/deliveries keeps no letter for a bare job, a job encoded twi
       { job, delivery: 2, gaveUp: { deliveries: 5 } },
       { job, delivery: 2, messageId: 7 },
       { job, messageId: { id: "m-1" } },
+      JSON.stringify({ job, delivery: 2 }),
+      JSON.stringify({ job, gaveUp: { deliveries: 5 } }),
     ]
   ) {
     const text = JSON.stringify(body);
@@ -358,4 +360,62 @@ Deno.test('POST /v1/deliveries logs a bare job\'s or an unreadable job\'s count 
     'relayer POST /v1/deliveries: gaveUp.deliveries "9" is not a count; its dead letter records 1 delivery; send an integer >= 1 (parse a count your queue gives as a string), or leave it out',
     'relayer POST /v1/deliveries: delivery "5" is not a count; its dead letter records 1 delivery; send an integer >= 1 (parse a count your queue gives as a string), or leave it out',
   ]);
+});
+
+Deno.test("POST /v1/deliveries keeps a body encoded as JSON twice (a JSON text of a delivery or of a give-up, as a bridge that stringifies its queue's text sends it) as a dead letter naming its intent, then refuses it 400 saying to send the object itself; a text of anything else names none", async () => {
+  const lines: string[] = [];
+  const { app, store } = await makeApp({
+    intents: [{ id: "pi_0001", state: "authorized", hold: "pending" }],
+    deps: { log: (line) => lines.push(line) },
+  });
+  const job = { intentId: "pi_0001", kind: "settle" };
+  const delivery = JSON.stringify({ job, delivery: 3, messageId: "m-1" });
+  const res = await app.request(
+    "/v1/deliveries",
+    await genericRequest(JSON.stringify(delivery)),
+  );
+  assert.equal(res.status, 400);
+  const { detail } = await res.json();
+  assert.match(detail, /encoded as JSON twice/);
+  assert.match(
+    detail,
+    /Kept as the dead letter generic\/sha256-[0-9a-f]{32}\/unreadable: publish a readable job for intent pi_0001, then discard the letter\.$/,
+  );
+  const [letter, ...more] = (await store.listDeadLetters({ limit: 10 })).items;
+  assert.deepEqual(more, []);
+  assert.equal(letter?.intentId, "pi_0001");
+  assert.equal(letter?.deliveries, 3);
+  // Its give-up, encoded so too: the same letter, and the intent untouched.
+  const gaveUp = await app.request(
+    "/v1/deliveries",
+    await genericRequest(
+      JSON.stringify(
+        JSON.stringify({ job, gaveUp: { deliveries: 7, messageId: "m-1" } }),
+      ),
+    ),
+  );
+  assert.equal(gaveUp.status, 400);
+  await gaveUp.body?.cancel();
+  assert.deepEqual(
+    (await store.listDeadLetters({ limit: 10 })).items.map((l) => l.jobId),
+    [letter!.jobId],
+  );
+  assert.equal((await store.getIntent("pi_0001"))?.state, "authorized");
+  // A text of no delivery (a job alone, a misspelt job, an intent id) is
+  // the bridge's own mistake and names nothing: refused, nothing kept.
+  for (
+    const text of [
+      JSON.stringify(JSON.stringify({ job: { ...job, kind: "Settle" } })),
+      JSON.stringify('"pi_0002"'),
+      JSON.stringify("not json"),
+    ]
+  ) {
+    const refused = await app.request(
+      "/v1/deliveries",
+      await genericRequest(text),
+    );
+    assert.equal(refused.status, 400, text);
+    await refused.body?.cancel();
+  }
+  assert.equal((await store.listDeadLetters({ limit: 10 })).items.length, 1);
 });
