@@ -2571,6 +2571,21 @@ export function createApp(deps: AppDeps): WebhookApp {
         : {}) as Record<string, unknown>;
     seen.attempt = deliveryAttempt ?? delivery_attempt;
     if (typeof message !== "object" || message === null) {
+      // A subscription with payload unwrapping (`--push-no-wrapper`) pushes
+      // the message's data itself, no envelope: the job alone. Acked and
+      // kept as every unreadable push is, its letter names the intent the
+      // job names; it named none, and every job of such a subscription
+      // ended in a letter no one could find its payment from.
+      const intentId = message === undefined
+        ? intentIdSeen(envelope)
+        : undefined;
+      if (isIntentId(intentId)) {
+        seen.job = envelope;
+        throw badInput(
+          "pubsub",
+          `The body is a job (for intent ${intentId}) with no Pub/Sub push envelope around it, as a subscription with payload unwrapping (pushConfig.noWrapper, gcloud's --push-no-wrapper) pushes its messages: make the push subscription without it, so that Pub/Sub sends its envelope with the message's id and delivery attempt, then publish a job for the intent again.`,
+        );
+      }
       throw badInput(
         "pubsub",
         "The body must be a Pub/Sub push envelope with a 'message' object.",
