@@ -14,6 +14,7 @@ import { hmac } from "@noble/hashes/hmac.js";
 import { sha256 } from "@noble/hashes/sha2.js";
 import { bytesToHex } from "@noble/hashes/utils.js";
 import { stepBackPace } from "./_step_back.ts";
+import { readsAsUrl, textSaid, urlSaid } from "./_url_said.ts";
 
 const encoder = new TextEncoder();
 
@@ -396,55 +397,6 @@ export function hmacVerifier(
  */
 const UNCHECKED_HINT =
   "Its body was over the limit, so not read, and its MAC not checked: if the sender signed it, both its timestamp and its body's size need putting right (once the timestamp is, such a body is refused 413).";
-
-/**
- * Whether `text` reads as a URL. `URL.canParse` would say so, but workerd
- * on older compatibility dates has none: a Worker on such a date failed to
- * load with "URL.canParse is not a function".
- */
-function readsAsUrl(text: string): boolean {
-  try {
-    new URL(text);
-    return true;
-  } catch {
-    return false;
-  }
-}
-
-/**
- * A URL another token was signed for, as said in an answer and its log
- * line: its scheme, host and path, never a user, a password, a query or a
- * fragment, where a URL of the same QStash account may carry a token.
- */
-function urlSaid(url: string): string {
-  let parsed: URL;
-  try {
-    parsed = new URL(url);
-  } catch {
-    return "another URL";
-  }
-  const { protocol, host, pathname, username, password, search, hash } = parsed;
-  if (!username && !password && !search && !hash) return url;
-  return `${protocol}//${host}${pathname} (its credentials, query and fragment left unsaid)`;
-}
-
-/**
- * A setting meant as a URL that cannot be read as one, as said in a
- * refusal: quoted up to its query or fragment, without what comes before
- * an `@` (a user and a password), which may carry a token as a URL's do.
- */
-function textSaid(text: string): string {
-  const base = text.replace(/[?#][\s\S]*$/, "");
-  const at = base.lastIndexOf("@");
-  const cut = at < 0
-    ? base
-    : `${/^[^/@]*\/\//.exec(base)?.[0] ?? ""}${base.slice(at + 1)}`;
-  return cut === text
-    ? JSON.stringify(text)
-    : `${
-      JSON.stringify(cut)
-    } (its credentials, query and fragment left unsaid)`;
-}
 
 /**
  * QStash's signing keys and the public URL its tokens name as `sub`.

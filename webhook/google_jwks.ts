@@ -8,6 +8,7 @@
 import { assertOptionNames, checkedClock, show } from "../policy/_validate.ts";
 import { readText } from "../relayer/_read_text.ts";
 import { stepBackPace } from "./_step_back.ts";
+import { optionUrlSaid } from "./_url_said.ts";
 
 /**
  * Where Google publishes the keys that sign its OIDC tokens.
@@ -209,8 +210,10 @@ export function googleJwks(
   if (!isHttpUrl(url)) {
     throw new TypeError(
       `Cannot build a Google JWKS source as 'url' must be an absolute http(s) URL such as ${GOOGLE_CERTS_URL}: current value is ${
-        show(url)
-      }`,
+        // A mirror's URL may carry a key: never its password or query.
+        typeof url === "string" || (url as unknown) instanceof URL
+          ? optionUrlSaid(String(url))
+          : show(url)}`,
     );
   }
   if (typeof clock !== "function") {

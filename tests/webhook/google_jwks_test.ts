@@ -322,3 +322,36 @@ Deno.test("googleJwks() refuses a fetch that is no function or a url that is no 
   googleJwks({ url: new URL("http://127.0.0.1:9/certs") as never });
   googleJwks({ url: "http://127.0.0.1:9/certs" });
 });
+
+Deno.test("googleJwks() refuses a url that is no http(s) URL without echoing a password or a query in it: a mirror's URL may carry a key", () => {
+  const refusals: [unknown, string][] = [
+    [
+      "ftp://relay:hunter2@keys.example/certs?key=hunter3#hunter4",
+      '"ftp://keys.example/certs" (its credentials, query and fragment left unsaid)',
+    ],
+    [
+      new URL("ftp://relay:hunter2@keys.example/certs?key=hunter3"),
+      '"ftp://keys.example/certs" (its credentials, query and fragment left unsaid)',
+    ],
+    [
+      // A colon left out: no URL at all, cut as text.
+      "https//relay:hunter2@keys.example/certs?key=hunter3",
+      '"https//keys.example/certs" (its credentials, query and fragment left unsaid)',
+    ],
+    // Nothing to leave out: said whole, as before.
+    ["ftp://keys.example/certs", '"ftp://keys.example/certs"'],
+  ];
+  for (const [url, said] of refusals) {
+    assert.throws(() => googleJwks({ url: url as never }), (error: Error) => {
+      assert.ok(error instanceof TypeError, String(error));
+      for (const secret of ["hunter2", "hunter3", "hunter4"]) {
+        assert.ok(!error.message.includes(secret), error.message);
+      }
+      assert.equal(
+        error.message,
+        `Cannot build a Google JWKS source as 'url' must be an absolute http(s) URL such as https://www.googleapis.com/oauth2/v3/certs: current value is ${said}`,
+      );
+      return true;
+    });
+  }
+});
