@@ -7,7 +7,9 @@
  *
  * `main.ts` runs on the Deno that runs this file, or on the one named by
  * {@linkcode MAIN_DENO} in this run's environment: `deno task deploy-check`
- * names Deno 2.5.0, the version Deploy's Runtime page names.
+ * names Deno 2.5.0, the version Deploy's Runtime page names. So does
+ * `googleJwks()`'s failed fetch (`tests/_jwks_unreachable.ts`): Deno
+ * 2.5.0's fetch error quotes the URL whole, and the service logs it.
  */
 import assert from "node:assert/strict";
 import { baseEnv, healthy, listeningOn } from "./_main_process.ts";
@@ -15,6 +17,7 @@ import { timeout } from "./_timeout.ts";
 import { signGeneric } from "../tools/_sign.ts";
 import { signer } from "../examples/signer_stub.ts";
 import { MAIN_DENO } from "../tools/deploy_check.ts";
+import { MIRROR_KEY } from "./_jwks_unreachable.ts";
 
 const MAIN = new URL("../main.ts", import.meta.url).pathname;
 const ROOT = new URL("../", import.meta.url).pathname;
@@ -168,5 +171,39 @@ Deno.test(
       await signerServer.shutdown();
       assert.doesNotMatch(stderr, /NotCapable|PermissionDenied|--allow-/);
     }
+  }),
+);
+
+Deno.test(
+  "googleJwks() on this Deno, its keys' URL carrying a key in its query and unreachable: the push is answered 503 and the log line says the keys could not be fetched, never the URL's query (Deno 2.5.0's fetch error quotes the URL whole)",
+  timeout(60_000, async () => {
+    const listener = Deno.listen({ hostname: "127.0.0.1", port: 0 });
+    const port = listener.addr.port;
+    listener.close(); // nothing listens there now: the fetch is refused
+    const child = new Deno.Command(DENO, {
+      args: [
+        "run",
+        "--allow-net=127.0.0.1",
+        "--allow-env",
+        new URL("./_jwks_unreachable.ts", import.meta.url).pathname,
+        String(port),
+      ],
+      cwd: ROOT,
+      clearEnv: true,
+      env: baseEnv(),
+      stdin: "null",
+      stdout: "piped",
+      stderr: "piped",
+    }).spawn();
+    const { code, stdout, stderr } = await output(child);
+    assert.equal(code, 0, stderr);
+    const { status, lines } = JSON.parse(stdout) as {
+      status: number;
+      lines: string[];
+    };
+    assert.equal(status, 503);
+    assert.equal(lines.length, 1, stdout);
+    assert.match(lines[0]!, /^relayer cannot verify Pub\/Sub pushes now: /);
+    assert.ok(!lines[0]!.includes(MIRROR_KEY), lines[0]);
   }),
 );

@@ -121,6 +121,41 @@ function isHttpUrl(url: unknown): boolean {
 }
 
 /**
+ * A failed fetch of `url`'s error, without what `url` may carry that a
+ * log line must not (a password, a query, a fragment: a mirror's key):
+ * Deno 2.5.0's quotes the URL whole ("error sending request for url
+ * (…?key=…)"), and the service logs its words. Where `url` carries none
+ * of them, the error as it came; else a new one of its name, those parts
+ * left out of its words, with no `cause` (Deno 2.9's holds the URL there).
+ */
+function unechoed(error: unknown, url: string): unknown {
+  const parsed = new URL(url);
+  const { protocol, host, pathname, username, password, search, hash } = parsed;
+  if (!username && !password && !search && !hash) return error;
+  const bare = `${protocol}//${host}${pathname}`;
+  const withoutUser = new URL(url);
+  withoutUser.username = "";
+  withoutUser.password = "";
+  // The URL as given, as parsed, and without its user (as a fetch sends
+  // that as a header), longest first; then a query or fragment alone.
+  const forms = [url, parsed.href, withoutUser.href, search, hash]
+    .filter((form) => form !== "")
+    .sort((a, b) => b.length - a.length);
+  let words = error instanceof Error ? String(error.message) : String(error);
+  for (const form of forms) {
+    words = words.replaceAll(
+      form,
+      form.startsWith("?") || form.startsWith("#") ? "" : bare,
+    );
+  }
+  const quiet = new (error instanceof TypeError ? TypeError : Error)(
+    `${words} (its URL's credentials, query and fragment left unsaid)`,
+  );
+  if (error instanceof Error) quiet.name = error.name;
+  return quiet;
+}
+
+/**
  * A source of Google's signing keys that fetches them once and keeps them
  * for the `max-age` Google sends (at least a minute, at most a day); only
  * the entries of its `keys` that are objects are kept, and an answer with
@@ -132,6 +167,9 @@ function isHttpUrl(url: unknown): boolean {
  * tries again a minute later (not on every delivery while Google's endpoint
  * fails); with none, it throws, and throws that failure again for 5 seconds
  * before it tries again (a push, forged or not, costs no fetch meanwhile).
+ * A failed fetch's error, which the service logs, never holds the `url`'s
+ * credentials, query or fragment (a mirror's key), nor does a refusal of
+ * the `url`.
  *
  * @param options The URL, fetch and clock (Google's, `globalThis.fetch`,
  * `Date.now`).
@@ -249,7 +287,12 @@ export function googleJwks(
 
   async function refresh(): Promise<readonly JsonWebKey[]> {
     const signal = AbortSignal.timeout(5000);
-    const res = await fetcher(url, { signal });
+    let res: Response;
+    try {
+      res = await fetcher(url, { signal });
+    } catch (error) {
+      throw unechoed(error, String(url));
+    }
     if (!res.ok) {
       // Unread, the body would hold its connection until a garbage
       // collection (Node's fetch keeps the socket).
