@@ -63,12 +63,10 @@ export function textSaid(text: string): string {
 export function optionUrlSaid(url: string): string {
   let said: string;
   if (readsAsUrl(url)) {
-    const { protocol, host, pathname } = new URL(url);
-    const bare = urlSaid(url) === url;
-    said = bare
+    said = urlSaid(url) === url
       ? JSON.stringify(url)
       : `${
-        JSON.stringify(`${protocol}//${host}${pathname}`)
+        JSON.stringify(bareUrl(url))
       } (its credentials, query and fragment left unsaid)`;
   } else {
     said = textSaid(url);
@@ -76,4 +74,18 @@ export function optionUrlSaid(url: string): string {
   return said.length > 300
     ? `${said.slice(0, 300)}…(${url.length} characters)`
     : said;
+}
+
+/**
+ * `url` (one that reads as a URL) without its user, password, query and
+ * fragment, as the URL parser writes the rest: `mailto:a@b?subject=k` is
+ * `mailto:a@b`, where scheme, "//", host and path would add a "//".
+ */
+export function bareUrl(url: string): string {
+  const parsed = new URL(url);
+  parsed.username = "";
+  parsed.password = "";
+  parsed.search = "";
+  parsed.hash = "";
+  return parsed.href;
 }

@@ -8,7 +8,7 @@
 import { assertOptionNames, checkedClock, show } from "../policy/_validate.ts";
 import { readText } from "../relayer/_read_text.ts";
 import { stepBackPace } from "./_step_back.ts";
-import { optionUrlSaid } from "./_url_said.ts";
+import { bareUrl, optionUrlSaid } from "./_url_said.ts";
 
 /**
  * Where Google publishes the keys that sign its OIDC tokens.
@@ -130,9 +130,9 @@ function isHttpUrl(url: unknown): boolean {
  */
 function unechoed(error: unknown, url: string): unknown {
   const parsed = new URL(url);
-  const { protocol, host, pathname, username, password, search, hash } = parsed;
+  const { username, password, search, hash } = parsed;
   if (!username && !password && !search && !hash) return error;
-  const bare = `${protocol}//${host}${pathname}`;
+  const bare = bareUrl(url);
   const withoutUser = new URL(url);
   withoutUser.username = "";
   withoutUser.password = "";

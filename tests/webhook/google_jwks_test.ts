@@ -338,6 +338,11 @@ Deno.test("googleJwks() refuses a url that is no http(s) URL without echoing a p
       "https//relay:hunter2@keys.example/certs?key=hunter3",
       '"https//keys.example/certs" (its credentials, query and fragment left unsaid)',
     ],
+    // A scheme with no host: as the URL parser writes it, no "//" added.
+    [
+      "mailto:keys@example.test?key=hunter3",
+      '"mailto:keys@example.test" (its credentials, query and fragment left unsaid)',
+    ],
     // Nothing to leave out: said whole, as before.
     ["ftp://keys.example/certs", '"ftp://keys.example/certs"'],
   ];
