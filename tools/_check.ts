@@ -8,6 +8,7 @@
 
 // deno-lint-ignore-file no-console
 import { fileURLToPath } from "node:url";
+import { argumentsNamed } from "../main.ts";
 
 /**
  * The repository root as a file path, ending in `/`. Decoded: a clone
@@ -84,18 +85,55 @@ export function describeFailure(error: unknown): string {
 }
 
 /**
+ * The line that refuses the arguments a tool that reads none was given, or
+ * `undefined` for none: `deno task node-check --node 22` ran all four Nodes
+ * with the flag ignored. A flag is named up to its `=`; any other argument
+ * (a value, which may be a secret) only counted.
+ *
+ * @example A Node asked for
+ * ```ts
+ * import { argumentsRefusal } from "./_check.ts";
+ * import assert from "node:assert/strict";
+ *
+ * assert.equal(
+ *   argumentsRefusal("node-check", ["--node", "22"]),
+ *   "node-check: it reads no arguments, so it refuses --node and 1 other argument (not shown): run deno task node-check with none; nothing was run",
+ * );
+ * assert.equal(argumentsRefusal("node-check", []), undefined);
+ * ```
+ */
+export function argumentsRefusal(
+  name: string,
+  args: readonly string[],
+): string | undefined {
+  if (args.length === 0) return undefined;
+  return `${name}: it reads no arguments, so it refuses ${
+    argumentsNamed(args)
+  }: run deno task ${name} with none; nothing was run`;
+}
+
+/**
  * Runs a tool's entry point and exits with its code (0 if it returns
  * none). A failure it throws prints one line, `"<name>: <what failed>:
  * <what to do>"`, on stderr and exits 1.
  *
  * @param name The tool's name, the prefix of its lines (`"bun-check"`).
  * @param main The entry point; returns the exit code, or nothing for 0.
+ * @param options `args`, for a tool that reads no arguments: its command
+ *   line's, each refused before `main` runs (exit 2,
+ *   {@linkcode argumentsRefusal}).
  * @returns Never: the process exits.
  */
 export async function runMain(
   name: string,
   main: () => Promise<number | void>,
+  options: { readonly args?: readonly string[] } = {},
 ): Promise<never> {
+  const refusal = argumentsRefusal(name, options.args ?? []);
+  if (refusal !== undefined) {
+    console.error(refusal);
+    Deno.exit(2);
+  }
   let code: number;
   try {
     code = (await main()) ?? 0;

@@ -295,4 +295,6 @@ async function bunCheck(): Promise<number> {
   return ok ? 0 : 1;
 }
 
-if (import.meta.main) await runMain("bun-check", bunCheck);
+if (import.meta.main) {
+  await runMain("bun-check", bunCheck, { args: Deno.args });
+}

@@ -244,4 +244,6 @@ export function openingDiffers(
   return undefined;
 }
 
-if (import.meta.main) await runMain("deploy-check", deployCheck);
+if (import.meta.main) {
+  await runMain("deploy-check", deployCheck, { args: Deno.args });
+}

@@ -351,4 +351,6 @@ async function nodeCheck(): Promise<number> {
   return ok ? 0 : 1;
 }
 
-if (import.meta.main) await runMain("node-check", nodeCheck);
+if (import.meta.main) {
+  await runMain("node-check", nodeCheck, { args: Deno.args });
+}

@@ -39,7 +39,8 @@
  *   need JSR; CI runs the task commands itself).
  *
  * `deno task snippets [file.md …]` (default: `README.md` and `docs/*.md`);
- * exits 1 if any snippet fails.
+ * exits 1 if any snippet fails, and 2, running none, when a file given is
+ * not there.
  *
  * @module
  */
@@ -596,9 +597,18 @@ async function checkedTogether(
  * line each, then a count.
  *
  * @param files The Markdown files; by default `README.md` and `docs/*.md`.
- * @returns The exit code: 1 if any snippet failed.
+ * @returns The exit code: 1 if any snippet failed, 2 for a file not there.
  */
 async function checkSnippets(files?: readonly string[]): Promise<number> {
+  for (const file of files ?? []) {
+    const path = file.startsWith("/") ? file : `${ROOT}${file}`;
+    if (!await Deno.stat(path).then((s) => s.isFile, () => false)) {
+      console.error(
+        `snippets: there is no file ${file}: give Markdown files by their path from the repository's root (README.md, docs/api.md), or none for README.md and docs/*.md; nothing was run`,
+      );
+      return 2;
+    }
+  }
   const results = await snippetResults(files);
   const failed = results.filter((r) => r.startsWith("FAIL")).length;
   console.log(results.join("\n"));

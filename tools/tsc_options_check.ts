@@ -215,4 +215,6 @@ export function tscOptionsVerdict(
   return { ok, lines };
 }
 
-if (import.meta.main) await runMain("tsc-options-check", tscOptionsCheck);
+if (import.meta.main) {
+  await runMain("tsc-options-check", tscOptionsCheck, { args: Deno.args });
+}

@@ -426,4 +426,6 @@ async function workerCheck(): Promise<number> {
   return ok ? 0 : 1;
 }
 
-if (import.meta.main) await runMain("worker-check", workerCheck);
+if (import.meta.main) {
+  await runMain("worker-check", workerCheck, { args: Deno.args });
+}

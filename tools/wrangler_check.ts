@@ -1195,4 +1195,6 @@ async function wranglerCheck(): Promise<number> {
   return ok ? 0 : 1;
 }
 
-if (import.meta.main) await runMain("wrangler-check", wranglerCheck);
+if (import.meta.main) {
+  await runMain("wrangler-check", wranglerCheck, { args: Deno.args });
+}
