@@ -4,13 +4,26 @@
  * "resolution" rows are the poison resolution's share of its delivery:
  * the re-read and the writes after the decision.
  *
- * `deno task kv-ops`
+ * `deno task kv-ops` (it reads no arguments, and refuses any: exit 2)
  *
  * @module
  */
 
 // deno-lint-ignore-file no-console
 import { measurePath, PATHS } from "../support/store_paths.ts";
+
+// `deno task kv-ops --store postgres` printed Deno KV's numbers with the
+// flag ignored: any argument is refused, nothing measured. Counted, not
+// shown, as the signer stub's are.
+if (Deno.args.length > 0) {
+  const count = Deno.args.length;
+  console.error(
+    `kv-ops: it reads no arguments, so it refuses the ${count} argument${
+      count === 1 ? "" : "s"
+    } given (not shown): it prints KvStore's reads and commits alone (PostgreSQL's costs: docs/stores.md#store-benchmarks, deno task bench:store); nothing was run`,
+  );
+  Deno.exit(2);
+}
 
 const rows = ["| path | reads | commits |", "| --- | ---: | ---: |"];
 for (const path of PATHS) {

@@ -69,3 +69,16 @@ Deno.test("snippets given a file that is not there names it and runs nothing, wh
     "snippets: there is no file docs/nope.md: give Markdown files by their path from the repository's root (README.md, docs/api.md), or none for README.md and docs/*.md; nothing was run\n",
   );
 });
+
+Deno.test("kv-ops given a flag refuses it and prints no table, where --store postgres printed Deno KV's numbers as if they were PostgreSQL's", async () => {
+  const { code, stdout, stderr } = await runTool("../bench/kv_ops.ts", [
+    "--store",
+    "postgres",
+  ]);
+  assert.equal(code, 2, stderr);
+  assert.equal(stdout, "");
+  assert.equal(
+    stderr,
+    "kv-ops: it reads no arguments, so it refuses the 2 arguments given (not shown): it prints KvStore's reads and commits alone (PostgreSQL's costs: docs/stores.md#store-benchmarks, deno task bench:store); nothing was run\n",
+  );
+});
