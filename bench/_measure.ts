@@ -124,15 +124,20 @@ export function spread(
  *
  * @param script How the user runs the script (`bench:http`).
  * @param read Parses and checks `Deno.args`.
+ * @param usage The flags it takes (`[--runs 3] [--kv-dir DIR]`), printed
+ *   after a refusal as `usage: deno task <script> <usage>`: an unknown
+ *   flag (`--help`) said only that it was unknown.
  * @returns What `read` returned.
  */
-export function readArgs<T>(script: string, read: () => T): T {
+export function readArgs<T>(script: string, read: () => T, usage?: string): T {
   try {
     return read();
   } catch (error) {
     // deno-lint-ignore no-console
     console.error(
-      `${script}: ${error instanceof Error ? error.message : String(error)}`,
+      `${script}: ${error instanceof Error ? error.message : String(error)}${
+        usage === undefined ? "" : `\nusage: deno task ${script} ${usage}`
+      }`,
     );
     Deno.exit(2);
   }

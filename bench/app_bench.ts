@@ -52,6 +52,7 @@ const { runs, deliveries, inFlight, stores, kvDir } = readArgs(
       kvDir: values["kv-dir"],
     };
   },
+  "[--runs 3] [--deliveries 30000] [--in-flight 50] [--store memory,kv] [--kv-dir DIR]",
 );
 
 /** One run on a fresh store: deliveries/s. */

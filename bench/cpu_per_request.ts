@@ -56,36 +56,40 @@ import {
 
 const IDS = ["a", "f", "d"] as const;
 
-const args = readArgs("bench:cpu", () => {
-  const { values } = parseArgs({
-    args: Deno.args,
-    options: {
-      runs: { type: "string", default: "3" },
-      requests: { type: "string", default: "20000" },
-      warmup: { type: "string", default: "3000" },
-      connections: { type: "string", default: "50" },
-      intents: { type: "string", default: "20000" },
-      only: { type: "string", default: IDS.join(",") },
-      against: { type: "string" },
-      // Internal: this script run as (a)'s server, or to seed a KV file.
-      bare: { type: "boolean" },
-      signer: { type: "string" },
-      seed: { type: "string" },
-    },
-  });
-  return {
-    runs: wholeFlag("runs", values.runs),
-    requests: wholeFlag("requests", values.requests),
-    warmup: wholeFlag("warmup", values.warmup),
-    connections: wholeFlag("connections", values.connections),
-    intents: wholeFlag("intents", values.intents),
-    only: new Set<string>(listFlag("only", values.only, IDS)),
-    against: values.against,
-    bare: values.bare ?? false,
-    signer: values.signer,
-    seed: values.seed,
-  };
-});
+const args = readArgs(
+  "bench:cpu",
+  () => {
+    const { values } = parseArgs({
+      args: Deno.args,
+      options: {
+        runs: { type: "string", default: "3" },
+        requests: { type: "string", default: "20000" },
+        warmup: { type: "string", default: "3000" },
+        connections: { type: "string", default: "50" },
+        intents: { type: "string", default: "20000" },
+        only: { type: "string", default: IDS.join(",") },
+        against: { type: "string" },
+        // Internal: this script run as (a)'s server, or to seed a KV file.
+        bare: { type: "boolean" },
+        signer: { type: "string" },
+        seed: { type: "string" },
+      },
+    });
+    return {
+      runs: wholeFlag("runs", values.runs),
+      requests: wholeFlag("requests", values.requests),
+      warmup: wholeFlag("warmup", values.warmup),
+      connections: wholeFlag("connections", values.connections),
+      intents: wholeFlag("intents", values.intents),
+      only: new Set<string>(listFlag("only", values.only, IDS)),
+      against: values.against,
+      bare: values.bare ?? false,
+      signer: values.signer,
+      seed: values.seed,
+    };
+  },
+  "[--runs 3] [--requests 20000] [--warmup 3000] [--connections 50] [--intents 20000] [--only a,f,d] [--against DIR]",
+);
 const root = new URL("..", import.meta.url).pathname;
 
 /**

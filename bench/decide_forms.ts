@@ -369,7 +369,7 @@ if (import.meta.main) {
       },
     });
     return { runs: wholeFlag("runs", values.runs), file: values.file };
-  });
+  }, "[--runs 3] [--file backoff]");
   if (file !== undefined) {
     const seen: Ratio[] = [];
     for (let run = 1; run <= runs; run++) {

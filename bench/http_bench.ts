@@ -142,6 +142,7 @@ const { runs, seconds, connections, intents, only, profile, kvDir } = readArgs(
       kvDir: values["kv-dir"],
     };
   },
+  "[--runs 3] [--seconds 8] [--connections 50] [--intents 20000] [--only a,f,b,c,g,d,e] [--kv-dir DIR] [--profile]",
 );
 const root = new URL("..", import.meta.url).pathname;
 

@@ -31,7 +31,7 @@ const { runs, kvDir } = readArgs("kv-commits", () => {
     },
   });
   return { runs: wholeFlag("runs", values.runs), kvDir: values["kv-dir"] };
-});
+}, "[--runs 3] [--kv-dir DIR]");
 
 /** [writes per commit, commits in flight] */
 const SHAPES: readonly [number, number][] = [

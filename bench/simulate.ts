@@ -559,7 +559,7 @@ if (import.meta.main) {
     parseArgs({
       args: Deno.args,
       options: { seed: { type: "string" }, out: { type: "string" } },
-    }));
+    }), "[--seed N] [--out docs/FILE.csv]");
   const seed = values.seed === undefined ? 2015 : Number(values.seed);
   if (!Number.isInteger(seed)) {
     refuseArgs("simulate", `--seed must be an integer: ${values.seed}`);

@@ -82,3 +82,38 @@ Deno.test("kv-ops given a flag refuses it and prints no table, where --store pos
     "kv-ops: it reads no arguments, so it refuses the 2 arguments given (not shown): it prints KvStore's reads and commits alone (PostgreSQL's costs: docs/stores.md#store-benchmarks, deno task bench:store); nothing was run\n",
   );
 });
+
+const BENCH_USAGE = [
+  [
+    "app_bench.ts",
+    "bench:app",
+    "[--runs 3] [--deliveries 30000] [--in-flight 50] [--store memory,kv] [--kv-dir DIR]",
+  ],
+  [
+    "cpu_per_request.ts",
+    "bench:cpu",
+    "[--runs 3] [--requests 20000] [--warmup 3000] [--connections 50] [--intents 20000] [--only a,f,d] [--against DIR]",
+  ],
+  ["decide_forms.ts", "bench:forms", "[--runs 3] [--file backoff]"],
+  [
+    "http_bench.ts",
+    "bench:http",
+    "[--runs 3] [--seconds 8] [--connections 50] [--intents 20000] [--only a,f,b,c,g,d,e] [--kv-dir DIR] [--profile]",
+  ],
+  ["kv_commits.ts", "kv-commits", "[--runs 3] [--kv-dir DIR]"],
+  ["simulate.ts", "simulate", "[--seed N] [--out docs/FILE.csv]"],
+] as const;
+
+for (const [file, task, usage] of BENCH_USAGE) {
+  Deno.test(`${task} given a flag it does not take names the flags it does, where it said only that the flag was unknown`, async () => {
+    const { code, stdout, stderr } = await runTool(`../bench/${file}`, [
+      "--help",
+    ]);
+    assert.equal(code, 2, stderr);
+    assert.equal(stdout, "");
+    assert.equal(
+      stderr,
+      `${task}: Unknown option '--help'\nusage: deno task ${task} ${usage}\n`,
+    );
+  });
+}
