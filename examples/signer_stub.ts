@@ -9,6 +9,12 @@
  *   stays pending (the steady state `deno task bench:http` measures);
  * - anything else: accepts, and the receipt confirms on the second read.
  *
+ * A receipt of a tx it never signed (a hash mistyped, one it signed before
+ * a restart) reads `dropped`, as the protocol asks of a tx the node does
+ * not know: the relayer then rescues on the intent's nonce, which signs the
+ * same tx again. Confirmed, it would have the payment settled with no tx.
+ * A `_pending` hash stays pending either way.
+ *
  * A send it cannot read (no string `intentId`) is refused before anything
  * is signed: 400, `notSent: true`. Every send of an intent, first, late or
  * rescue (`replace: true`), gets the same tx: its hash is the intent id's,
@@ -29,6 +35,8 @@
 
 // deno-lint-ignore-file no-console
 const reads = new Map<string, number>();
+/** The txs this process signed: a receipt of any other reads `dropped`. */
+const signed = new Set<string>();
 
 /** The stub's handler, exported for tests. */
 export function signer(request: Request): Promise<Response> | Response {
@@ -42,6 +50,7 @@ export function signer(request: Request): Promise<Response> | Response {
     if (txHash.endsWith("_pending")) {
       return Response.json({ status: "pending" });
     }
+    if (!signed.has(txHash)) return Response.json({ status: "dropped" });
     const n = (reads.get(txHash) ?? 0) + 1;
     reads.set(txHash, n);
     return Response.json({ status: n >= 2 ? "confirmed" : "pending" });
@@ -82,9 +91,9 @@ async function send(request: Request): Promise<Response> {
     hash.slice(0, 8),
     (b) => b.toString(16).padStart(2, "0"),
   ).join("");
-  return Response.json({
-    txHash: `0x${hex}${intentId.endsWith("_pending") ? "_pending" : ""}`,
-  });
+  const txHash = `0x${hex}${intentId.endsWith("_pending") ? "_pending" : ""}`;
+  signed.add(txHash);
+  return Response.json({ txHash });
 }
 
 if (import.meta.main) {

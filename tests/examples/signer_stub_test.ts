@@ -128,3 +128,25 @@ Deno.test("the signer stub refuses a send it cannot read before signing: 400, no
     assert.equal(typeof json.error, "string", body);
   }
 });
+
+Deno.test("the signer stub answers dropped for a tx it never signed, as the protocol asks of a tx the node does not know, where it read pending then confirmed for any hash", async () => {
+  const sender = stubSender();
+  // A hash mistyped into the runbook's `curl "$SENDER_URL/receipt/<txHash>"`,
+  // or one an imported intent carries that no send of this signer made:
+  // confirmed, it would have the payment settled and its hold captured
+  // with no tx on the chain.
+  for (const txHash of ["0xnope", "0x0123456789abcdef"]) {
+    assert.equal(await sender.receipt(txHash), "dropped", txHash);
+    assert.equal(await sender.receipt(txHash), "dropped", txHash);
+  }
+  // A `_pending` hash stays pending, signed here or not (the benches seed
+  // intents settling on one).
+  assert.equal(await sender.receipt("0xpi_r_1_pending"), "pending");
+  // A rescue of an intent whose tx this signer forgot (a restart) signs
+  // the same tx again, which then reads as any.
+  const { txHash } = await sender.send(intentOf("pi_stub_2"), {
+    replace: true,
+  });
+  assert.equal(await sender.receipt(txHash), "pending");
+  assert.equal(await sender.receipt(txHash), "confirmed");
+});
