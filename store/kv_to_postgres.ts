@@ -384,6 +384,17 @@ export async function moveKvToPostgres(
       { refused: true },
     );
   }
+  // A policy that lets the role read but not write (FOR SELECT only):
+  // every insert would fail in the server's words alone, "new row
+  // violates row-level security policy", as PostgresStore.migrate()
+  // refuses such a role at start.
+  const unwritable = String(check?.unwritable ?? "");
+  if (check?.current === true && unwritable !== "") {
+    throw new ConflictError(
+      `Cannot move into schema ${schema} as row-level security lets this role read but not write there: no policy allows it ${unwritable}, so the move's inserts fail. Add a policy for this role FOR ALL that lets it see and write every row, give it BYPASSRLS, or disable row-level security there, then run the move again. Nothing was moved.`,
+      { refused: true },
+    );
+  }
   if (check?.current !== true) {
     throw new ConflictError(
       `Cannot move into schema ${schema} as it is not migrated: run await new PostgresStore(sql, { schema: "${schema}" }).migrate() first (as the schema's owner), then the move. Nothing was moved.`,
