@@ -1677,10 +1677,23 @@ export class PostgresStore implements Store {
         );
       }
       if (code === STALE) {
+        // Row-level security that lets the role read but not update the
+        // intent (a policy FOR SELECT alone, added after the start) hides
+        // the row from the compare-and-set, which refuses as for a race
+        // lost: every delivery, for good. Asked only where a table has it.
+        await this.#grantsShown(`Cannot ${what}`, error, read, true);
         throw new ConflictError(
           `Cannot ${what} as its intent changed since it was read; re-read it`,
           { cause: error },
         );
+      }
+      if (code === "42501") {
+        // A privilege revoked, or a row-level security policy that lets
+        // the role read but not write, after the start: the server's words
+        // alone ("permission denied for table intents", "new row violates
+        // row-level security policy") named no grant, no cure, and not that
+        // nothing was written.
+        await this.#grantsShown(`Cannot ${what}`, error, read, false);
       }
       if (code === "22P05") {
         // A character the database's encoding has no code for (a LATIN1
@@ -3006,6 +3019,14 @@ export class PostgresStore implements Store {
           { cause: error },
         );
       }
+      if ((error as { code?: unknown })?.code === "42501") {
+        await this.#grantsShown(
+          `The store's ${what} failed`,
+          error,
+          true,
+          false,
+        );
+      }
       if ((error as { code?: unknown })?.code !== "57014") throw error;
       const since = this.#ownCancelAt === null
         ? null
@@ -3190,6 +3211,63 @@ export class PostgresStore implements Store {
     throw mark(
       new Error(
         `Cannot ${what} as row-level security hides rows of ${hidden} from this role: add a policy for it that lets it see and write every row, give it BYPASSRLS, or disable row-level security there. Nothing was written; deliveries retry until then (a row read as missing dropped a live payment's job)`,
+      ),
+    );
+  }
+
+  /**
+   * Throws, as the store failing, what the start's check of the role
+   * (`migrated`) finds missing now: a privilege revoked (`missing`), rows
+   * row-level security hides (`hidden`), or writes no policy lets the role
+   * make (`unwritable`), after the server refused a statement for a
+   * privilege (`42501`) or, where `secured` (only where one of the tables
+   * has row-level security), a compare-and-set found its row gone. The
+   * statement's transaction rolled back: nothing was written (`read`:
+   * nothing was read). `head` begins the error's words (`Cannot …`).
+   * Returns where the check finds nothing, or fails
+   * itself: the caller throws what it had.
+   */
+  async #grantsShown(
+    head: string,
+    cause: unknown,
+    read: boolean,
+    secured: boolean,
+  ): Promise<void> {
+    let answer: Row | undefined;
+    try {
+      const ask = async (query: string) =>
+        ownRows(
+          await this.#watched(() =>
+            this.#sql.unsafe(`${query}, $1::int AS described`, [1])
+          ),
+        );
+      if (secured) {
+        const [lookup] = await ask(rowSecured(this.#schema));
+        if (lookup?.secured !== true) return;
+      }
+      [answer] = await ask(migrated(this.#schema));
+    } catch {
+      return;
+    }
+    const done = read ? "Nothing was read" : "Nothing was written";
+    const mark = read ? notRead : notWritten;
+    const missing = String(answer?.missing ?? "");
+    const hidden = String(answer?.hidden ?? "");
+    const unwritable = String(answer?.unwritable ?? "");
+    const why = missing !== ""
+      ? `this role lacks ${missing} (${
+        oneLine(String((cause as Error)?.message))
+      }): grant them to it (docs/postgres.md lists what a service role needs), or run as the schema's owner`
+      : hidden !== ""
+      ? `row-level security hides rows of ${hidden} from this role: add a policy for it that lets it see and write every row, give it BYPASSRLS, or disable row-level security there`
+      : unwritable !== ""
+      ? `row-level security lets this role read but not write there: no policy allows it ${unwritable}, so those writes change no row or fail. Add a policy for this role FOR ALL that lets it see and write every row, give it BYPASSRLS, or disable row-level security there`
+      : undefined;
+    if (why === undefined) return;
+    throw mark(
+      new Error(
+        `${head} as ${why}. ${done}; deliveries retry until then`,
+        { cause },
       ),
     );
   }

@@ -15,7 +15,8 @@
 
 import assert from "node:assert/strict";
 import postgres from "postgres";
-import { createRelayer, ScriptedSender } from "../../mod.ts";
+import { ConflictError, createRelayer, ScriptedSender } from "../../mod.ts";
+import { isNotRead, isNotWritten } from "../../store/_not_written.ts";
 import { PostgresStore } from "../../store/postgres.ts";
 import { createApp } from "../../webhook/app.ts";
 import {
@@ -206,17 +207,17 @@ Deno.test({
         await admin.unsafe(
           `CREATE POLICY reads ON "${schema}".intents FOR SELECT TO "${role}" USING (true)`,
         );
-        // What the role's deliveries met: the compare-and-set's row hidden
-        // from its UPDATE, each "changed since it was read", for good.
+        // What the role's deliveries meet, started before the policy: the
+        // compare-and-set's row hidden from its UPDATE, said as the store
+        // failing (tests below); once "changed since it was read", for good.
         const relayer = createRelayer({
           store,
           sender: new ScriptedSender({}),
           policy: { maxDeliveries: 3 },
         });
-        assert.match(
-          (await relayer.deliver({ intentId: "pi_3", kind: "settle" }, 1))
-            .reason,
-          /as its intent changed since it was read/,
+        await assert.rejects(
+          relayer.deliver({ intentId: "pi_3", kind: "settle" }, 1),
+          /as row-level security lets this role read but not write there/,
         );
         // Before, a start on it went on.
         await assert.rejects(
@@ -263,6 +264,149 @@ Deno.test({
           hides(`${schema}.intents`),
         );
         assert.equal((await owner.getIntent("pi_4"))?.hold, "pending");
+      }),
+  ),
+});
+
+Deno.test({
+  name:
+    "PostgresStore: a policy FOR SELECT only added after the start is the store failing, named, where every delivery read a race lost, for good, and a create failed in the server's words alone",
+  ignore,
+  fn: timeout(
+    30_000,
+    () =>
+      serviceStore(
+        ["pi_5"],
+        async ({ owner, store, schema, rls, admin, role }) => {
+          await rls("intents");
+          await admin.unsafe(
+            `CREATE POLICY reads ON "${schema}".intents FOR SELECT TO "${role}" USING (true)`,
+          );
+          const words =
+            `row-level security lets this role read but not write there: no policy allows it INSERT on ${schema}.intents, UPDATE on ${schema}.intents, so those writes change no row or fail. Add a policy for this role FOR ALL that lets it see and write every row, give it BYPASSRLS, or disable row-level security there. Nothing was written; deliveries retry until then`;
+          const relayer = createRelayer({
+            store,
+            sender: new ScriptedSender({}),
+            policy: { maxDeliveries: 3 },
+          });
+          // Before: each delivery answered retry, "Cannot move pi_5 from
+          // authorized to settling as its intent changed since it was read;
+          // re-read it", past its last, with nothing to say why.
+          // The last delivery keeps a dead letter in place of the move,
+          // and fails so too: the job is kept, not dropped.
+          for (
+            const [n, what] of [
+              [1, "move pi_5 from authorized to settling"],
+              [3, "keep the dead letter of pi_5/settle"],
+            ] as const
+          ) {
+            await assert.rejects(
+              relayer.deliver({ intentId: "pi_5", kind: "settle" }, n),
+              (error: Error) => {
+                assert.equal(error.message, `Cannot ${what} as ${words}`);
+                assert.equal(isNotWritten(error), true);
+                return true;
+              },
+            );
+          }
+          // Before: a PostgresError, 'new row violates row-level security
+          // policy for table "intents"'.
+          await assert.rejects(
+            store.createIntent({ id: "pi_new", state: "created" }),
+            (error: Error) => {
+              assert.equal(
+                error.message,
+                `Cannot create intent pi_new as ${words}`,
+              );
+              assert.equal(isNotWritten(error), true);
+              return true;
+            },
+          );
+          const intent = await owner.getIntent("pi_5");
+          assert.deepEqual([intent?.state, intent?.version], [
+            "authorized",
+            "1",
+          ]);
+          assert.equal(await owner.getIntent("pi_new"), null);
+          // A race truly lost, with no row security on the table, is still one.
+          await admin.unsafe(
+            `ALTER TABLE "${schema}".intents DISABLE ROW LEVEL SECURITY`,
+          );
+          await owner.transition("pi_5", {
+            from: "authorized",
+            to: "settling",
+            version: "1",
+            at: 1,
+          });
+          await assert.rejects(
+            store.transition("pi_5", {
+              from: "settling",
+              to: "settled",
+              version: "1",
+              at: 2,
+            }),
+            (error: Error) =>
+              error instanceof ConflictError &&
+              /changed since it was read/.test(error.message),
+          );
+        },
+      ),
+  ),
+});
+
+Deno.test({
+  name:
+    "PostgresStore: a grant revoked after the start is the store failing, naming the privilege to grant and that nothing was written or read, where it failed in the server's words alone",
+  ignore,
+  fn: timeout(
+    30_000,
+    () =>
+      serviceStore(["pi_6"], async ({ owner, store, schema, admin, role }) => {
+        await admin.unsafe(
+          `REVOKE INSERT, UPDATE ON "${schema}".intents FROM "${role}"`,
+        );
+        const relayer = createRelayer({
+          store,
+          sender: new ScriptedSender({}),
+          policy: { maxDeliveries: 3 },
+        });
+        // Before: a PostgresError, "permission denied for table intents",
+        // not marked as nothing written.
+        await assert.rejects(
+          relayer.deliver({ intentId: "pi_6", kind: "settle" }, 1),
+          (error: Error) => {
+            assert.equal(
+              error.message,
+              `Cannot move pi_6 from authorized to settling as this role lacks INSERT on ${schema}.intents, UPDATE on ${schema}.intents (permission denied for table intents): grant them to it (docs/postgres.md lists what a service role needs), or run as the schema's owner. Nothing was written; deliveries retry until then`,
+            );
+            assert.equal(isNotWritten(error), true);
+            return true;
+          },
+        );
+        await admin.unsafe(
+          `REVOKE SELECT ON "${schema}".intents FROM "${role}"`,
+        );
+        await assert.rejects(store.getIntent("pi_6"), (error: Error) => {
+          assert.equal(
+            error.message,
+            `The store's read of intent pi_6 failed as this role lacks SELECT on ${schema}.intents, INSERT on ${schema}.intents, UPDATE on ${schema}.intents (permission denied for table intents): grant them to it (docs/postgres.md lists what a service role needs), or run as the schema's owner. Nothing was read; deliveries retry until then`,
+          );
+          assert.equal(isNotRead(error), true);
+          return true;
+        });
+        const intent = await owner.getIntent("pi_6");
+        assert.deepEqual([intent?.state, intent?.version], ["authorized", "1"]);
+        // Granted again, it writes.
+        await admin.unsafe(
+          `GRANT SELECT, INSERT, UPDATE ON "${schema}".intents TO "${role}"`,
+        );
+        const moved = await store.transition("pi_6", {
+          from: "authorized",
+          to: "settling",
+          version: "1",
+          at: 1,
+        });
+        assert.equal(moved.state, "settling");
       }),
   ),
 });
