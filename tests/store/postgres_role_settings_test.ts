@@ -5,7 +5,9 @@
  * do, and once raised the store migrates; a `search_path` naming a schema
  * that does not exist, or `default_transaction_isolation = 'serializable'`,
  * leaves the store working; an `idle_in_transaction_session_timeout` short
- * enough to end the migration's session is said, with what to do.
+ * enough to end the migration's session is said, with what to do; and a
+ * write lost on a connection `idle_session_timeout` ended as it was sent
+ * names that setting.
  *
  * @module
  */
@@ -32,7 +34,10 @@ const ignore = !postgresAvailable;
 async function asRole(
   settings: string[],
   test: (db: {
-    connect: (max?: number) => postgres.Sql;
+    connect: (
+      max?: number,
+      options?: postgres.Options<Record<string, never>>,
+    ) => postgres.Sql;
     alter: (setting: string) => Promise<void>;
   }) => Promise<void>,
 ): Promise<void> {
@@ -52,11 +57,12 @@ async function asRole(
     login.password = `${role}-pw`;
     await test({
       alter,
-      connect: (max = 2) => {
+      connect: (max = 2, options = {}) => {
         const sql = postgres(login.href, {
           max,
           onnotice: () => {},
           max_lifetime: null,
+          ...options,
         });
         clients.push(sql);
         return sql;
@@ -360,4 +366,67 @@ Deno.test({
       const error = await migrateStoppedOnLock(connect, "pg_terminate_backend");
       assert.doesNotMatch(error.message, /idle_in_transaction_session_timeout/);
     })),
+});
+
+/**
+ * Writes intents on `store`, each `gapMs` ± 5 ms after the last, until one
+ * fails (its id and error) or `n` land (`undefined`).
+ */
+async function writeUntilLost(
+  store: PostgresStore,
+  gapMs: number,
+  n: number,
+): Promise<{ id: string; error: Error } | undefined> {
+  for (let i = 0; i < n; i++) {
+    await new Promise((resolve) => setTimeout(resolve, gapMs - 5 + (i % 11)));
+    const id = `pi_${gapMs}_${n}_${i}`;
+    try {
+      await store.createIntent({ id, state: "created" });
+    } catch (error) {
+      return { id, error: error as Error };
+    }
+  }
+  return undefined;
+}
+
+Deno.test({
+  name:
+    "PostgresStore: a write lost on a connection the role's idle_session_timeout ended as it was sent names that setting and what to do (turn it off for the role, or set the client's idle_timeout below it), and a client whose idle_timeout is below it loses none",
+  ignore,
+  fn: timeout(
+    60_000,
+    () =>
+      asRole(["idle_session_timeout = '60ms'"], async ({ connect }) => {
+        const store = new PostgresStore(connect(1), { schema: "relayer" });
+        try {
+          await store.migrate();
+          // Before: "PostgreSQL lost the connection during the write (read
+          // ECONNRESET): it may have landed or not; the next read says
+          // which", or "… before any of it was sent …: if it goes on, the
+          // server's log says why it ends new connections (an expired
+          // password, a connection limit, a restart)", nothing of the
+          // setting that ended it.
+          const lost = await writeUntilLost(store, 60, 300);
+          assert.ok(lost !== undefined, "no write met the server's end");
+          assert.match(
+            lost.error.message,
+            /^PostgreSQL lost the connection .*\. The role's or database's idle_session_timeout \(60ms\) ends pooled connections left idle, and a write sent on one as it ends is lost so: turn it off for the store's role \(ALTER ROLE … SET idle_session_timeout = 0\), or give the client an idle_timeout below it \(postgres\(url, \{ idle_timeout: … \}\), in seconds\)$/,
+          );
+          // The server ended the session idle, before it read the write.
+          assert.equal(await store.getIntent(lost.id), null);
+        } finally {
+          store.close();
+        }
+        // The client's idle_timeout first (30 ms): none lost.
+        const first = new PostgresStore(connect(1, { idle_timeout: 0.03 }), {
+          schema: "relayer",
+        });
+        try {
+          await first.migrate();
+          assert.equal(await writeUntilLost(first, 60, 40), undefined);
+        } finally {
+          first.close();
+        }
+      }),
+  ),
 });
