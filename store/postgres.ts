@@ -3274,7 +3274,9 @@ export class PostgresStore implements Store {
         oneLine(String((cause as Error)?.message))
       }): grant them to it (docs/postgres.md lists what a service role needs), or run as the schema's owner`
       : hidden !== ""
-      ? `row-level security hides rows of ${hidden} from this role: add a policy for it that lets it see and write every row, give it BYPASSRLS, or disable row-level security there`
+      ? `row-level security hides rows of ${hidden} from this role (no policy lets it read them, or its row_security is off: ${
+        oneLine(String((cause as Error)?.message))
+      }): add a policy for it that lets it see and write every row, give it BYPASSRLS, or disable row-level security there`
       : unwritable !== ""
       ? `row-level security lets this role read but not write there: no policy allows it ${unwritable}, so those writes change no row or fail. Add a policy for this role FOR ALL that lets it see and write every row, give it BYPASSRLS, or disable row-level security there`
       : undefined;

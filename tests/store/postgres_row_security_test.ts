@@ -410,3 +410,52 @@ Deno.test({
       }),
   ),
 });
+
+Deno.test({
+  name:
+    "PostgresStore: row-level security enabled after the start on a role whose row_security is off is the store failing, named, where every call failed in the server's words alone",
+  ignore,
+  fn: timeout(
+    30_000,
+    () =>
+      serviceStore(["pi_7"], async ({ owner, schema, rls, admin, role }) => {
+        await admin.unsafe(`ALTER ROLE "${role}" SET row_security = off`);
+        const url = new URL(await postgresUrl());
+        url.username = role;
+        url.password = `${role}-pw`;
+        const sql = postgres(url.href, { max: 2, onnotice: () => {} });
+        const store = new PostgresStore(sql, { schema });
+        try {
+          await store.migrate();
+          await rls("intents");
+          const words = (head: string, done: string) =>
+            `${head} as row-level security hides rows of ${schema}.intents from this role (no policy lets it read them, or its row_security is off: query would be affected by row-level security policy for table "intents"): add a policy for it that lets it see and write every row, give it BYPASSRLS, or disable row-level security there. Nothing was ${done}; deliveries retry until then`;
+          // Before: a PostgresError, 'query would be affected by row-level
+          // security policy for table "intents"', at every read and write.
+          await assert.rejects(store.getIntent("pi_7"), (error: Error) => {
+            assert.equal(
+              error.message,
+              words("The store's read of intent pi_7 failed", "read"),
+            );
+            assert.equal(isNotRead(error), true);
+            return true;
+          });
+          await assert.rejects(
+            store.createIntent({ id: "pi_x", state: "created" }),
+            (error: Error) => {
+              assert.equal(
+                error.message,
+                words("Cannot create intent pi_x", "written"),
+              );
+              assert.equal(isNotWritten(error), true);
+              return true;
+            },
+          );
+          assert.equal(await owner.getIntent("pi_x"), null);
+        } finally {
+          store.close();
+          await sql.end();
+        }
+      }),
+  ),
+});
