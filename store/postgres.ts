@@ -4483,7 +4483,7 @@ function idleSessionMet(
 function idleSessionWords(idle: string | undefined): string {
   return idle === undefined
     ? ""
-    : `. The role's or database's idle_session_timeout (${idle}) ends pooled connections left idle, and a write sent on one as it ends is lost so: turn it off for the store's role (ALTER ROLE … SET idle_session_timeout = 0), or give the client an idle_timeout below it (postgres(url, { idle_timeout: … }), in seconds)`;
+    : `. The role's or database's idle_session_timeout (${idle}) ends idle pooled connections, a write sent on one as it ends lost with it: turn it off for the store's role, or give the client an idle_timeout below it (postgres(url, { idle_timeout: … }), in seconds)`;
 }
 
 /**

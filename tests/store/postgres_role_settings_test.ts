@@ -410,7 +410,7 @@ Deno.test({
           assert.ok(lost !== undefined, "no write met the server's end");
           assert.match(
             lost.error.message,
-            /^PostgreSQL lost the connection .*\. The role's or database's idle_session_timeout \(60ms\) ends pooled connections left idle, and a write sent on one as it ends is lost so: turn it off for the store's role \(ALTER ROLE … SET idle_session_timeout = 0\), or give the client an idle_timeout below it \(postgres\(url, \{ idle_timeout: … \}\), in seconds\)$/,
+            /^PostgreSQL lost the connection .*\. The role's or database's idle_session_timeout \(60ms\) ends idle pooled connections, a write sent on one as it ends lost with it: turn it off for the store's role, or give the client an idle_timeout below it \(postgres\(url, \{ idle_timeout: … \}\), in seconds\)$/,
           );
           // The server ended the session idle, before it read the write.
           assert.equal(await store.getIntent(lost.id), null);
