@@ -61,6 +61,7 @@ import {
   rowSecured,
   rowSecurity,
   SCHEMA_NAME,
+  TABLES,
   timeoutAtLeast,
 } from "./_postgres_schema.ts";
 import { describeError, oneLine } from "../policy/_walk.ts";
@@ -1792,6 +1793,18 @@ export class PostgresStore implements Store {
         // session holds the intent up (a long transaction, an operator's
         // psql), as another delivery's lease would: busy, not the job's
         // failure, so the relayer never poisons a payment on it.
+        const prepared = await this.#preparedHolders();
+        if (prepared !== "") {
+          // A prepared transaction (two-phase commit) holds it: no
+          // session does, so pg_stat_activity shows none, and only its
+          // COMMIT PREPARED or ROLLBACK PREPARED ends it.
+          throw heldBySession(
+            `Cannot ${what} as a prepared transaction held a lock it needed for over ${this.#lockMs}ms (lock_timeout): ${prepared}. No session holds it, so pg_stat_activity shows none: once the application that prepared it has given up on it, end it with ${
+              preparedEnds(prepared)
+            } (see pg_prepared_xacts). Nothing was written; retry`,
+            error,
+          );
+        }
         throw heldBySession(
           `Cannot ${what} as another session held a lock it needed for over ${this.#lockMs}ms (lock_timeout; see pg_locks and pg_stat_activity): nothing was written; retry`,
           error,
@@ -3231,6 +3244,26 @@ export class PostgresStore implements Store {
   }
 
   /**
+   * The prepared transactions (`PREPARE TRANSACTION`, two-phase commit)
+   * of this database that hold a lock on one of the store's tables, as
+   * `'gid', prepared at … by role`, comma-separated; empty where none
+   * does, or the question failed (asked after a write's lock wait ended,
+   * on the pool, within `connectionWaitMs`).
+   */
+  async #preparedHolders(): Promise<string> {
+    try {
+      const [row] = ownRows(
+        await this.#watched(() =>
+          this.#sql.unsafe(preparedLocks(this.#schema), [1])
+        ),
+      );
+      return String(row?.held ?? "");
+    } catch {
+      return "";
+    }
+  }
+
+  /**
    * Throws, as the store failing, what the start's check of the role
    * (`migrated`) finds missing now: a privilege revoked (`missing`), rows
    * row-level security hides (`hidden`), or writes no policy lets the role
@@ -4435,6 +4468,41 @@ function lostDuringWrite(
     }${idleSessionWords(idle)}`,
     { cause: error },
   );
+}
+
+/**
+ * One query answering `held` (its one parameter, 1, as the store's reads
+ * have one: see `#selectOne`): the prepared transactions of this database
+ * that hold a lock on one of the store's tables in `schema` (checked, as
+ * `SCHEMA_NAME`), each `'gid', prepared at … by role`, comma-separated, or
+ * empty. A row lock's holder has the table's lock too; a prepared
+ * transaction's locks show in pg_locks with no pid, under the virtual
+ * transaction of its transaction id's own lock.
+ */
+function preparedLocks(schema: string): string {
+  return `SELECT coalesce(pg_catalog.string_agg(DISTINCT pg_catalog.format('%L, prepared at %s by %s', p.gid, p.prepared, p.owner), ', '), '') AS held,
+      $1::int AS described
+    FROM pg_catalog.pg_prepared_xacts p
+    JOIN pg_catalog.pg_locks x ON x.locktype = 'transactionid'
+      AND x.transactionid = p.transaction AND x.pid IS NULL
+    JOIN pg_catalog.pg_locks l ON l.virtualtransaction = x.virtualtransaction
+      AND l.pid IS NULL
+    WHERE p.database = pg_catalog.current_database()
+      AND l.relation IN (${
+    TABLES.map((table) => `pg_catalog.to_regclass('"${schema}".${table}')`)
+      .join(", ")
+  })`;
+}
+
+/**
+ * The statements that end the prepared transactions `held` names (see
+ * `preparedLocks`): `COMMIT PREPARED 'gid' or ROLLBACK PREPARED 'gid'`,
+ * for each.
+ */
+function preparedEnds(held: string): string {
+  return [...held.matchAll(/('(?:[^']|'')*'), prepared at /g)]
+    .map(([, gid]) => `COMMIT PREPARED ${gid} or ROLLBACK PREPARED ${gid}`)
+    .join("; ");
 }
 
 /**

@@ -1,0 +1,90 @@
+/**
+ * PostgresStore behind a lock a prepared transaction holds: another
+ * application's two-phase commit (`PREPARE TRANSACTION`) that updated an
+ * intent and was never finished (its transaction manager crashed) keeps
+ * its row lock with no session: pg_stat_activity shows nothing holding
+ * it, and only `COMMIT PREPARED` or `ROLLBACK PREPARED` ends it. A write
+ * that waited past its `lock_timeout` says so, naming the transaction's
+ * gid, where it sent the operator to pg_stat_activity.
+ *
+ * @module
+ */
+
+import assert from "node:assert/strict";
+import postgres from "postgres";
+import { BusyError } from "../../mod.ts";
+import { PostgresStore } from "../../store/postgres.ts";
+import { startPostgres } from "../../support/postgres_server.ts";
+import { postgresAvailable, serverUpFirst } from "../_postgres.ts";
+import { timeout } from "../_timeout.ts";
+
+serverUpFirst();
+
+Deno.test({
+  name:
+    "PostgresStore: a write held past its lock_timeout by a prepared transaction (PREPARE TRANSACTION, never finished) names its gid and COMMIT PREPARED or ROLLBACK PREPARED, where it sent the operator to pg_stat_activity, which shows no session holding it",
+  ignore: !postgresAvailable,
+  fn: timeout(60_000, async () => {
+    // A server of its own: two-phase commit needs max_prepared_transactions.
+    const server = await startPostgres({
+      settings: { max_prepared_transactions: "4" },
+    });
+    const admin = postgres(server.url, { max: 2, onnotice: () => {} });
+    const sql = postgres(server.url, {
+      max: 2,
+      onnotice: () => {},
+      max_lifetime: null,
+    });
+    const store = new PostgresStore(sql, {
+      schema: "relayer",
+      connectionWaitMs: 1_000,
+    });
+    try {
+      await store.migrate();
+      await store.createIntent({
+        id: "a",
+        state: "authorized",
+        hold: "pending",
+      });
+      const other = await admin.reserve();
+      try {
+        await other.unsafe(
+          `BEGIN; UPDATE relayer.intents SET last_error = last_error WHERE id = 'a'`,
+        );
+        await other.unsafe(`PREPARE TRANSACTION 'tm-4711'`);
+      } finally {
+        other.release();
+      }
+      // Before: "Cannot move a from authorized to settling as another
+      // session held a lock it needed for over 500ms (lock_timeout; see
+      // pg_locks and pg_stat_activity): nothing was written; retry".
+      const error = await store.transition("a", {
+        from: "authorized",
+        to: "settling",
+        version: "1",
+        at: 1,
+      }).then(() => assert.fail("the write went on"), (error: Error) => error);
+      assert.ok(error instanceof BusyError, String(error));
+      assert.match(
+        error.message,
+        /^Cannot move a from authorized to settling as a prepared transaction held a lock it needed for over 500ms \(lock_timeout\): 'tm-4711', prepared at .+ by .+\. No session holds it, so pg_stat_activity shows none: once the application that prepared it has given up on it, end it with COMMIT PREPARED 'tm-4711' or ROLLBACK PREPARED 'tm-4711' \(see pg_prepared_xacts\)\. Nothing was written; retry$/,
+      );
+      await admin.unsafe(`ROLLBACK PREPARED 'tm-4711'`);
+      const moved = await store.transition("a", {
+        from: "authorized",
+        to: "settling",
+        version: "1",
+        at: 1,
+      });
+      assert.equal(moved.state, "settling");
+    } finally {
+      store.close();
+      await sql.end({ timeout: 0 }).catch(() => {});
+      await admin.unsafe(
+        `SELECT pg_catalog.set_config('lock_timeout', '0', false)`,
+      ).catch(() => {});
+      await admin.end({ timeout: 0 }).catch(() => {});
+      await server.stop();
+    }
+  }),
+});
