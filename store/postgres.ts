@@ -1799,9 +1799,11 @@ export class PostgresStore implements Store {
           // session does, so pg_stat_activity shows none, and only its
           // COMMIT PREPARED or ROLLBACK PREPARED ends it.
           throw heldBySession(
-            `Cannot ${what} as a prepared transaction held a lock it needed for over ${this.#lockMs}ms (lock_timeout): ${prepared}. No session holds it, so pg_stat_activity shows none: once the application that prepared it has given up on it, end it with ${
-              preparedEnds(prepared)
-            } (see pg_prepared_xacts). Nothing was written; retry`,
+            preparedHeld(
+              what,
+              `held a lock it needed for over ${this.#lockMs}ms (lock_timeout)`,
+              prepared,
+            ),
             error,
           );
         }
@@ -1822,6 +1824,31 @@ export class PostgresStore implements Store {
         const since = this.#ownCancelAt === null
           ? null
           : performance.now() - this.#ownCancelAt;
+        const { message, where } = error as {
+          message?: unknown;
+          where?: unknown;
+        };
+        const wait = typeof where === "string"
+          ? ROW_WAIT.exec(where)?.[0]
+          : undefined;
+        // A row a prepared transaction holds, waited for until the role's
+        // statement_timeout (below the flight's lock_timeout) ended it.
+        const prepared =
+          wait === undefined || /user request/.test(String(message))
+            ? ""
+            : await this.#preparedHolders();
+        if (prepared !== "") {
+          throw heldBySession(
+            preparedHeld(
+              what,
+              `held a row it needed until statement_timeout ended its wait (${
+                oneLine(String(message))
+              } ${oneLine(wait!)})`,
+              prepared,
+            ),
+            error,
+          );
+        }
         throw heldBySession(
           `Cannot ${what} as ${
             cancelled(
@@ -4492,6 +4519,16 @@ function preparedLocks(schema: string): string {
     TABLES.map((table) => `pg_catalog.to_regclass('"${schema}".${table}')`)
       .join(", ")
   })`;
+}
+
+/**
+ * The words of a write that the prepared transactions `prepared` (see
+ * `preparedLocks`) held up, as `how` says.
+ */
+function preparedHeld(what: string, how: string, prepared: string): string {
+  return `Cannot ${what} as a prepared transaction ${how}: ${prepared}. No session holds it, so pg_stat_activity shows none: once the application that prepared it has given up on it, end it with ${
+    preparedEnds(prepared)
+  } (see pg_prepared_xacts). Nothing was written; retry`;
 }
 
 /**

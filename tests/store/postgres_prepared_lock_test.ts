@@ -22,7 +22,7 @@ serverUpFirst();
 
 Deno.test({
   name:
-    "PostgresStore: a write held past its lock_timeout by a prepared transaction (PREPARE TRANSACTION, never finished) names its gid and COMMIT PREPARED or ROLLBACK PREPARED, where it sent the operator to pg_stat_activity, which shows no session holding it",
+    "PostgresStore: a write held past its lock_timeout by a prepared transaction (PREPARE TRANSACTION, never finished) (or until a shorter statement_timeout ended its wait) names its gid and COMMIT PREPARED or ROLLBACK PREPARED, where it sent the operator to pg_stat_activity, which shows no session holding it",
   ignore: !postgresAvailable,
   fn: timeout(60_000, async () => {
     // A server of its own: two-phase commit needs max_prepared_transactions.
@@ -69,6 +69,38 @@ Deno.test({
         error.message,
         /^Cannot move a from authorized to settling as a prepared transaction held a lock it needed for over 500ms \(lock_timeout\): 'tm-4711', prepared at .+ by .+\. No session holds it, so pg_stat_activity shows none: once the application that prepared it has given up on it, end it with COMMIT PREPARED 'tm-4711' or ROLLBACK PREPARED 'tm-4711' \(see pg_prepared_xacts\)\. Nothing was written; retry$/,
       );
+      // A role whose statement_timeout is below the write's lock_timeout
+      // ends the wait first. Before: "… as statement_timeout ended its wait
+      // for a row another session held (…; see pg_locks and
+      // pg_stat_activity): nothing was written; retry".
+      const timed = postgres(server.url, {
+        max: 1,
+        onnotice: () => {},
+        connection: { statement_timeout: 200 },
+      });
+      const short = new PostgresStore(timed, {
+        schema: "relayer",
+        connectionWaitMs: 1_000,
+      });
+      try {
+        const cut = await short.transition("a", {
+          from: "authorized",
+          to: "settling",
+          version: "1",
+          at: 1,
+        }).then(
+          () => assert.fail("the write went on"),
+          (error: Error) => error,
+        );
+        assert.ok(cut instanceof BusyError, String(cut));
+        assert.match(
+          cut.message,
+          /^Cannot move a from authorized to settling as a prepared transaction held a row it needed until statement_timeout ended its wait \(canceling statement due to statement timeout while locking tuple \(0,\d+\) in relation "intents"\): 'tm-4711', prepared at .+ by .+\. No session holds it, so pg_stat_activity shows none: once the application that prepared it has given up on it, end it with COMMIT PREPARED 'tm-4711' or ROLLBACK PREPARED 'tm-4711' \(see pg_prepared_xacts\)\. Nothing was written; retry$/,
+        );
+      } finally {
+        short.close();
+        await timed.end({ timeout: 0 }).catch(() => {});
+      }
       await admin.unsafe(`ROLLBACK PREPARED 'tm-4711'`);
       const moved = await store.transition("a", {
         from: "authorized",
