@@ -21,7 +21,11 @@
  * under `CI=true` it fails), and `answeredSocketOption`'s socket on Bun's
  * own streams against that server (`tools/_postgres_socket_probe.ts`),
  * and docs/api.md's Bun service there, from the tarball its "From Node"
- * describes, added with `bun add` and run as `bun service.ts`.
+ * describes, added with `bun add` and run as `bun service.ts`; and
+ * docs/queues.md's `bun build` of `postgres_worker.ts` for workerd, run on
+ * Miniflare (worker-check's pin) with `wrangler.toml` as its options and
+ * `DATABASE_URL` that server: a signed delivery, a job settled, one
+ * declared poison (wrangler-check's walk).
  *
  * `deno task bun-check`; exits non-zero if anything fails.
  *
@@ -29,19 +33,24 @@
  */
 
 // deno-lint-ignore-file no-console
+import postgres from "postgres";
+import { signer } from "../examples/signer_stub.ts";
+import { PostgresStore } from "../store/postgres.ts";
 import { errorLine, ROOT, runMain } from "./_check.ts";
 import {
   bundle,
   cachedVersion,
   cacheRoot,
   npmInstall,
+  requireNode,
   run,
 } from "./_npm_cache.ts";
 import { withPostgres } from "./_postgres_check.ts";
 import { resendProbe } from "./_resend_probe.ts";
 import { socketProbe } from "./_postgres_socket_probe.ts";
 import { apiBlock, runDocsService } from "./_docs_service_run.ts";
-import { packTarball, refusalUnseen } from "./wrangler_check.ts";
+import { devVars, packTarball, refusalUnseen, walk } from "./wrangler_check.ts";
+import { COMPATIBILITY_DATE, MINIFLARE_VERSION } from "./worker_check.ts";
 
 /** The pinned Bun. */
 export const BUN_VERSION = "1.4.5";
@@ -95,7 +104,7 @@ async function bunService(
       return false;
     }
   }
-  const built = await bunBuild(bun, env, project);
+  const built = await bunBuild(bun, env, project, url);
   const wrong = await runDocsService({
     source,
     project,
@@ -119,7 +128,7 @@ async function bunService(
  * `project` (the tarball and `postgres` added): as written, it must bundle
  * postgres.js's Workers build (`cloudflare:sockets`, no `node:net`), and
  * without `--conditions=workerd` it must fail on `perf_hooks`, as the docs
- * say. The bundle is not run here (worker-check runs `deno bundle`'s).
+ * say. Then that bundle runs on Miniflare (`bundleOnMiniflare`).
  *
  * @returns Whether it held.
  */
@@ -127,6 +136,7 @@ async function bunBuild(
   bun: string,
   env: Record<string, string>,
   project: string,
+  url: string,
 ): Promise<boolean> {
   const label = "[bun build] docs/queues.md's postgres_worker.ts for workerd";
   const docs = await Deno.readTextFile(`${ROOT}docs/queues.md`);
@@ -170,7 +180,187 @@ async function bunBuild(
       ? `  ${label}: bundled as written (cloudflare:sockets, no node:net), refused on perf_hooks without --conditions=workerd`
       : `bun-check: FAIL ${label} without --conditions=workerd: ${wrong}`,
   );
-  return wrong === undefined;
+  const served = await bundleOnMiniflare(`${project}/${out}`, url);
+  return wrong === undefined && served;
+}
+
+/** The options docs/queues.md says to give Miniflare for a bundle. */
+interface MiniflareOptions {
+  bindings: Record<string, string>;
+  queueProducers: Record<string, { queueName: string }>;
+  queueConsumers: Record<
+    string,
+    { maxRetries?: number; deadLetterQueue?: string; retryDelay?: number }
+  >;
+}
+
+/**
+ * What docs/queues.md says to give Miniflare, which does not read
+ * `wrangler.toml`: its `[vars]` (and the secrets, added by the caller) as
+ * `bindings`, each producer in `queueProducers` and each consumer in
+ * `queueConsumers` with its `maxRetries`, `deadLetterQueue` and
+ * `retryDelay`. Reads the flat subset of TOML `wrangler.toml` is written in.
+ */
+function miniflareOptions(toml: string): MiniflareOptions {
+  const options: MiniflareOptions = {
+    bindings: {},
+    queueProducers: {},
+    queueConsumers: {},
+  };
+  let table = "";
+  let entry: Record<string, string | number> = {};
+  const flush = () => {
+    if (table === "queues.producers") {
+      options.queueProducers[String(entry.binding)] = {
+        queueName: String(entry.queue),
+      };
+    } else if (table === "queues.consumers") {
+      options.queueConsumers[String(entry.queue)] = {
+        ...(entry.max_retries === undefined
+          ? {}
+          : { maxRetries: Number(entry.max_retries) }),
+        ...(entry.dead_letter_queue === undefined
+          ? {}
+          : { deadLetterQueue: String(entry.dead_letter_queue) }),
+        ...(entry.retry_delay === undefined
+          ? {}
+          : { retryDelay: Number(entry.retry_delay) }),
+      };
+    }
+    entry = {};
+  };
+  for (const line of toml.split("\n")) {
+    const header = /^\[{1,2}([\w.]+)\]{1,2}/.exec(line);
+    if (header) {
+      flush();
+      table = header[1]!;
+      continue;
+    }
+    const pair = /^(\w+)\s*=\s*("[^"]*"|\d+)/.exec(line);
+    if (!pair) continue;
+    const value = pair[2]!.startsWith('"')
+      ? pair[2]!.slice(1, -1)
+      : Number(pair[2]);
+    if (table === "vars") options.bindings[pair[1]!] = String(value);
+    else entry[pair[1]!] = value;
+  }
+  flush();
+  return options;
+}
+
+/**
+ * The `bun build` bundle run as docs/queues.md says, without Wrangler: on
+ * Miniflare (worker-check's pin, under the Node on PATH), given
+ * `wrangler.toml` as options (`miniflareOptions`), with `nodejs_compat` as
+ * step 3 sets, the secrets and `DATABASE_URL` (the server at `url`,
+ * migrated first) as bindings and the signer stub as `SENDER_URL`; then
+ * wrangler-check's walk through it (`walk`): a signed delivery waits for
+ * its confirmation, the job put on Miniflare's local queue settles its
+ * intent, a job the signer declares not sent fails its intent with a dead
+ * letter.
+ *
+ * @returns Whether it held.
+ */
+async function bundleOnMiniflare(
+  script: string,
+  url: string,
+): Promise<boolean> {
+  const label =
+    "[bun build → Miniflare] docs/queues.md's postgres_worker.ts bundle";
+  const began = Date.now();
+  await requireNode();
+  const cache = await npmInstall("miniflare", MINIFLARE_VERSION);
+  const sql = postgres(url, { max: 1, onnotice: () => {} });
+  try {
+    await new PostgresStore(sql).migrate();
+  } finally {
+    await sql.end();
+  }
+  const server = Deno.serve(
+    { hostname: "127.0.0.1", port: 0, onListen: () => {} },
+    signer,
+  );
+  const dir = await Deno.makeTempDir({ prefix: "relayer_bun_miniflare_" });
+  let child: Deno.ChildProcess | undefined;
+  let said = "";
+  try {
+    await Deno.symlink(`${cache}/node_modules`, `${dir}/node_modules`);
+    await Deno.copyFile(
+      `${ROOT}tools/_bun_bundle_miniflare.mjs`,
+      `${dir}/run.mjs`,
+    );
+    // Beside the runner: workerd names a module by its path from the
+    // working directory, and refuses one above it ("..").
+    await Deno.copyFile(script, `${dir}/worker.js`);
+    const options = miniflareOptions(
+      await Deno.readTextFile(`${ROOT}examples/cloudflare/wrangler.toml`),
+    );
+    for (
+      const line of devVars(`http://127.0.0.1:${server.addr.port}`).split(
+        "\n",
+      )
+    ) {
+      const at = line.indexOf("=");
+      if (at > 0) options.bindings[line.slice(0, at)] = line.slice(at + 1);
+    }
+    options.bindings.DATABASE_URL = url;
+    child = new Deno.Command("node", {
+      args: ["run.mjs"],
+      cwd: dir,
+      env: {
+        SCRIPT: "worker.js",
+        COMPAT_DATE: COMPATIBILITY_DATE,
+        MINIFLARE_OPTIONS: JSON.stringify(options),
+      },
+      stdin: "piped",
+      stdout: "piped",
+      stderr: "piped",
+    }).spawn();
+    const decoder = new TextDecoder();
+    const drained = [child.stdout, child.stderr].map((stream) =>
+      stream.pipeTo(
+        new WritableStream({
+          write: (chunk) => {
+            said += decoder.decode(chunk, { stream: true });
+          },
+        }),
+      )
+    );
+    let ended = false;
+    const status = child.status.finally(() => ended = true);
+    const deadline = Date.now() + 60_000;
+    while (!ended && !/^ready /m.test(said) && Date.now() < deadline) {
+      await new Promise((resolve) => setTimeout(resolve, 100));
+    }
+    const base = /^ready (\S+)/m.exec(said)?.[1];
+    const wrong = base === undefined
+      ? [`Miniflare did not serve it: ${errorLine(said)}`]
+      : await walk(base, "bb");
+    await child.stdin.close();
+    const timer = setTimeout(() => child?.kill("SIGKILL"), 10_000);
+    await status;
+    clearTimeout(timer);
+    await Promise.all(drained);
+    child = undefined;
+    for (const line of wrong) console.log(`bun-check: FAIL ${label}: ${line}`);
+    if (wrong.length === 0) {
+      console.log(
+        `  ${label} on Miniflare ${MINIFLARE_VERSION} with wrangler.toml as options: a signed delivery waited for its confirmation, its queued job settled the intent, a job not sent failed its intent with a dead letter (${
+          ((Date.now() - began) / 1000).toFixed(1)
+        } s)`,
+      );
+    } else if (said.trim()) {
+      console.log(said.trimEnd());
+    }
+    return wrong.length === 0;
+  } finally {
+    if (child !== undefined) {
+      child.kill("SIGKILL");
+      await child.status;
+    }
+    await server.shutdown();
+    await Deno.remove(dir, { recursive: true });
+  }
 }
 
 /**

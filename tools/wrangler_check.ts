@@ -676,11 +676,29 @@ async function waitForState(
 /**
  * docs/routes.md's walk through the running Worker: a signed delivery
  * waits for the confirmation, the queued job settles the intent, and a job
- * the signer declares not sent fails it with a dead letter.
+ * the signer declares not sent fails it with a dead letter. Run on
+ * `wrangler dev` here, and by bun-check on docs/queues.md's `bun build`
+ * bundle under Miniflare.
  *
+ * @param base The Worker's URL, bound with `devVars`' secrets.
+ * @param prefix Its intents' ids begin so.
  * @returns What went wrong, one line each; none when it all held.
+ *
+ * @example
+ * ```ts
+ * import { walk } from "./wrangler_check.ts";
+ *
+ * // Against a running Worker whose bindings are devVars(signerUrl)'s:
+ * async function held(base: string): Promise<boolean> {
+ *   return (await walk(base, "pi")).length === 0;
+ * }
+ * console.assert(typeof held === "function");
+ * ```
  */
-async function walk(base: string, prefix: string): Promise<string[]> {
+export async function walk(
+  base: string,
+  prefix: string,
+): Promise<string[]> {
   const wrong: string[] = [];
   const settle = `${prefix}_0001`;
   const notSent = `${prefix}_0003_notsent`;
