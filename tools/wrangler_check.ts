@@ -1100,8 +1100,8 @@ async function nodeService(
 
 /**
  * The refusals docs/api.md and docs/queues.md quote of a Node, from the
- * Worker's project (the tarball installed): the pinned 22 refuses to strip
- * the package's types under `node_modules`, and Node 20 (on PATH, as in
+ * Worker's project (the tarball installed): each pinned Node (22, 24 and
+ * 26) refuses to strip the package's types under `node_modules`, and Node 20 (on PATH, as in
  * CI) runs no `.ts` at all and refuses Wrangler. Said skipped where the
  * Node on PATH is not 20.
  */
@@ -1123,15 +1123,27 @@ async function nodeRefusals(tools: Tools, project: string): Promise<boolean> {
     string,
     Refusal,
     () => Promise<{ code: number; out: string }>,
-  ][] = [
-    [
+  ][] = [];
+  // Every pinned Node (22, 24, 26: node-check's, cached in this lane)
+  // strips types, and every one refuses to under node_modules.
+  for (const pin of PINNED_NODES) {
+    const binary = nodeBinary(pin, Deno.build.os, Deno.build.arch);
+    if ("missing" in binary) {
+      console.log(`  [node] Node ${pin.version} SKIPPED: ${binary.missing}`);
+      continue;
+    }
+    const node = `${await npmInstall(
+      binary.name,
+      pin.version,
+    )}/node_modules/${binary.name}/${binary.bin}`;
+    steps.push([
       `the package imported from node_modules on Node ${
-        (await run(tools.node, ["--version"])).out.trim()
+        (await run(node, ["--version"])).out.trim()
       }`,
       { ...api, quote: "ERR_UNSUPPORTED_NODE_MODULES_TYPE_STRIPPING" },
-      () => run(tools.node, ["import_package.mjs"], { cwd: project }),
-    ],
-  ];
+      () => run(node, ["import_package.mjs"], { cwd: project }),
+    ]);
+  }
   if (pathNode.startsWith("v20.")) {
     steps.push([
       `the package imported from node_modules on Node ${pathNode}`,
