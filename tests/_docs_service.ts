@@ -251,6 +251,47 @@ export async function deliveryOf(
   return { answer };
 }
 
+/**
+ * With a delivery of `child`'s mid-send (its stdout and stderr not yet
+ * read): a SIGTERM, and once its drain is said, the same again at once (a
+ * process group's Ctrl-C heard twice, as `deno task` or a wrapper passes
+ * it on), which must leave the drain on; then one 400 ms later, which must
+ * end the process at once, 1, saying on stderr that it cut the delivery
+ * short, as `main.ts` does.
+ */
+export async function secondSignalExits(
+  child: Deno.ChildProcess,
+): Promise<void> {
+  const stderr = new Response(child.stderr).text();
+  let stdout = "";
+  const drained = child.stdout.pipeThrough(new TextDecoderStream()).pipeTo(
+    new WritableStream({ write: (chunk) => void (stdout += chunk) }),
+  );
+  let ended = false;
+  const status = child.status.finally(() => ended = true);
+  child.kill("SIGTERM");
+  const deadline = Date.now() + 10_000;
+  while (!/: SIGTERM: draining/.test(stdout) && Date.now() < deadline) {
+    await new Promise((r) => setTimeout(r, 5));
+  }
+  assert.match(stdout, /: SIGTERM: draining/, "no drain said");
+  child.kill("SIGTERM");
+  await new Promise((r) => setTimeout(r, 400));
+  assert.equal(ended, false, "the first signal heard twice ended the drain");
+  const sent = performance.now();
+  child.kill("SIGTERM");
+  const { code } = await status;
+  const took = performance.now() - sent;
+  await drained;
+  const said = await stderr;
+  assert.equal(code, 1, said);
+  assert.ok(took < 2_000, `the second signal's exit took ${took} ms`);
+  assert.match(
+    said,
+    /^relayer: SIGTERM again: exiting now; 1 request\(s\) cut short$/m,
+  );
+}
+
 /** Registers the three tests of `s`'s service. */
 export function docsServiceTests(s: DocsService): void {
   const prefix = `relayer_docs_${s.runtime.toLowerCase()}_`;
@@ -665,6 +706,49 @@ export function docsServiceTests(s: DocsService): void {
         assert.match(lines[0]!, s.inUse);
       } finally {
         held.close();
+        await database.drop();
+        await Deno.remove(dir, { recursive: true });
+      }
+    }),
+  });
+  Deno.test({
+    name:
+      `docs/api.md's ${s.runtime} service exits at once on a second signal, saying what it cut short, as main.ts does; the first heard twice still drains`,
+    ignore: s.ignore || !postgresAvailable,
+    fn: timeout(60_000, async () => {
+      const dir = await Deno.makeTempDir({ prefix });
+      const database = await freshDatabase();
+      const signer = slowSigner(30_000);
+      const free = Deno.listen({ hostname: "127.0.0.1", port: 0 });
+      const port = free.addr.port;
+      free.close();
+      let child: Deno.ChildProcess | undefined;
+      try {
+        await bundled(await s.service(), dir, port);
+        child = s.command(dir, {
+          ...SETTINGS,
+          SENDER_URL: signer.url,
+          DATABASE_URL: database.url,
+        }).spawn();
+        assert.ok(await readyWithin(port), "the service never answered");
+        await deliveryOf(
+          `http://127.0.0.1:${port}`,
+          SETTINGS.OPS_TOKEN,
+          SETTINGS.WEBHOOK_SECRET,
+          "pi_again",
+        );
+        await signer.firstStarted; // the delivery is mid-send
+        await secondSignalExits(child);
+        child = undefined;
+      } finally {
+        signer.release();
+        try {
+          child?.kill("SIGKILL");
+        } catch {
+          // It ended by itself.
+        }
+        await child?.status;
+        await signer.close();
         await database.drop();
         await Deno.remove(dir, { recursive: true });
       }

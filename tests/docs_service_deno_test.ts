@@ -14,7 +14,13 @@
 import assert from "node:assert/strict";
 import { DatabaseSync } from "node:sqlite";
 import { fileURLToPath } from "node:url";
-import { apiBlocks, deliveryOf, killed, readyWithin } from "./_docs_service.ts";
+import {
+  apiBlocks,
+  deliveryOf,
+  killed,
+  readyWithin,
+  secondSignalExits,
+} from "./_docs_service.ts";
 import { assertOneLine } from "./_main_process.ts";
 import { memoryKvConnect } from "./_memory_kv_connect.ts";
 import { slowSigner } from "./_slow_signer.ts";
@@ -387,6 +393,38 @@ Deno.test({
         db.exec("ROLLBACK");
         db.close();
       }
+      await Deno.remove(dir, { recursive: true });
+    }
+  }),
+});
+
+Deno.test({
+  name:
+    "docs/api.md's Deno service exits at once on a second signal, saying what it cut short, as main.ts does; the first heard twice still drains",
+  fn: timeout(60_000, async () => {
+    const dir = await Deno.makeTempDir({ prefix: "relayer_docs_deno_" });
+    const signer = slowSigner(30_000);
+    const port = freePort();
+    let child: Deno.ChildProcess | undefined;
+    try {
+      child = (await project(dir, port, {
+        ...SETTINGS,
+        SENDER_URL: signer.url,
+      })).spawn();
+      assert.ok(await readyWithin(port), "the service never answered");
+      await deliveryOf(
+        `http://127.0.0.1:${port}`,
+        SETTINGS.OPS_TOKEN,
+        SETTINGS.WEBHOOK_SECRET,
+        "pi_again",
+      );
+      await signer.firstStarted; // the delivery is mid-send
+      await secondSignalExits(child);
+      child = undefined;
+    } finally {
+      signer.release();
+      await killed(child);
+      await signer.close();
       await Deno.remove(dir, { recursive: true });
     }
   }),
