@@ -1047,6 +1047,7 @@ async function nodeService(
         : `  [npm install tsx] esbuild's postinstall warning SKIPPED: ${warning.skipped}`,
     );
   }
+  ok = await storeContractUnderTsx(project, nodes) && ok;
   // As CommonJS (a package.json without "type"), tsx refuses the service.
   await Deno.mkdir(`${project}/cjs`);
   await Deno.writeTextFile(`${project}/cjs/package.json`, "{}\n");
@@ -1092,6 +1093,65 @@ async function nodeService(
       ok = false;
       console.log(
         `wrangler-check: FAIL ${label} docs/api.md's Node service ${on}: ${wrong}`,
+      );
+    }
+  }
+  return ok;
+}
+
+/**
+ * docs/stores.md's store contract on Node: its `node:test` adapter saved as
+ * `my_store_test.ts` in `project` (the tarball and tsx installed) and run
+ * as it says, `node --import tsx --test my_store_test.ts`, on each of
+ * `nodes`: exit 0, tests passed, none failed, and at most the one skip
+ * (the commit-gap test, a `KvStore` hook). About 1.2 s a Node.
+ *
+ * @returns Whether it held.
+ */
+async function storeContractUnderTsx(
+  project: string,
+  nodes: readonly string[],
+): Promise<boolean> {
+  const label = "[node --import tsx --test] docs/stores.md's store contract";
+  const docs = await Deno.readTextFile(`${ROOT}docs/stores.md`);
+  const at = docs.indexOf("On Node, hand it `node:test`");
+  const block = at < 0
+    ? undefined
+    : /```ts[^\n]*\n([^]*?)```/.exec(docs.slice(at))?.[1];
+  const command = /`(node --import tsx --test my_store_test\.ts)`/.exec(
+    docs.slice(at),
+  )?.[1];
+  if (block === undefined || command === undefined) {
+    console.log(
+      `wrangler-check: FAIL ${label}: docs/stores.md has no node:test adapter, or no \`node --import tsx --test my_store_test.ts\` before it`,
+    );
+    return false;
+  }
+  await Deno.writeTextFile(`${project}/my_store_test.ts`, block);
+  let ok = true;
+  for (const node of nodes) {
+    const on = `on Node ${(await run(node, ["--version"])).out.trim()}`;
+    const ran = await run(node, command.split(" ").slice(1), {
+      cwd: project,
+      label: `${command} ${on}`,
+    });
+    const count = (what: string) =>
+      Number(new RegExp(`^# ${what} (\\d+)$`, "m").exec(ran.out)?.[1] ?? 0);
+    const [pass, fail, skipped] = [
+      count("pass"),
+      count("fail"),
+      count("skipped"),
+    ];
+    if (ran.code === 0 && pass > 0 && fail === 0 && skipped <= 1) {
+      console.log(
+        `  ${label} ${on}: ${pass} pass, ${skipped} skip, 0 fail, as docs/stores.md says`,
+      );
+    } else {
+      ok = false;
+      console.log(
+        `wrangler-check: FAIL ${label} ${on}: exit ${ran.code}, ${pass} pass, ${fail} fail, ${skipped} skip${
+          ran.code === 0 ? "" : `: ${errorLine(ran.out)}`
+        }`,
       );
     }
   }
