@@ -49,7 +49,13 @@ import { withPostgres } from "./_postgres_check.ts";
 import { resendProbe } from "./_resend_probe.ts";
 import { socketProbe } from "./_postgres_socket_probe.ts";
 import { apiBlock, runDocsService } from "./_docs_service_run.ts";
-import { devVars, packTarball, refusalUnseen, walk } from "./wrangler_check.ts";
+import {
+  devVars,
+  migrateScriptRun,
+  packTarball,
+  refusalUnseen,
+  walk,
+} from "./wrangler_check.ts";
 import { COMPATIBILITY_DATE, MINIFLARE_VERSION } from "./worker_check.ts";
 
 /** The pinned Bun. */
@@ -104,7 +110,15 @@ async function bunService(
       return false;
     }
   }
-  const built = await bunBuild(bun, env, project, url);
+  // docs/queues.md's migration script, run as step 3 says: `bun migrate.mts`.
+  const migrated = await migrateScriptRun(project, url, [bun]);
+  console.log(
+    migrated === undefined
+      ? "  [bun migrate.mts] docs/queues.md's migration script from the tarball: exit 0, the store's schema made on a new database"
+      : `bun-check: FAIL [bun migrate.mts] ${migrated}`,
+  );
+  const built = await bunBuild(bun, env, project, url) &&
+    migrated === undefined;
   const wrong = await runDocsService({
     source,
     project,

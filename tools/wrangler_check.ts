@@ -1048,6 +1048,34 @@ async function nodeService(
     );
   }
   ok = await storeContractUnderTsx(project, nodes) && ok;
+  // docs/queues.md's migration script, run as step 3 says: by tsx, and
+  // refused by Deno from the tarball.
+  for (
+    const [runner, refusal] of [
+      [["npx", "--no-install", "tsx"], undefined],
+      [
+        [Deno.execPath(), "run", "--allow-net", "--allow-env"],
+        "ERR_UNSUPPORTED_NODE_MODULES_TYPE_STRIPPING",
+      ],
+    ] as const
+  ) {
+    const what = `${
+      runner[0].endsWith("npx") ? "npx tsx" : "deno run"
+    } migrate.mts`;
+    const wrong = await migrateScriptRun(project, url, runner, refusal);
+    if (wrong === undefined) {
+      console.log(
+        `  [${what}] docs/queues.md's migration script from the tarball: ${
+          refusal
+            ? `refused (${refusal}), as docs/queues.md says`
+            : "exit 0, the store's schema made on a new database"
+        }`,
+      );
+    } else {
+      ok = false;
+      console.log(`wrangler-check: FAIL [${what}] ${wrong}`);
+    }
+  }
   // As CommonJS (a package.json without "type"), tsx refuses the service.
   await Deno.mkdir(`${project}/cjs`);
   await Deno.writeTextFile(`${project}/cjs/package.json`, "{}\n");
@@ -1097,6 +1125,86 @@ async function nodeService(
     }
   }
   return ok;
+}
+
+/**
+ * docs/queues.md's migration script of a Worker's project (step 3), saved
+ * as the file it names in `project` (the tarball and `postgres` installed)
+ * and run by `runner` (`["npx", "tsx"]`, `[bun]`) on a new database of the
+ * server at `url`: it must exit 0 with the store's schema made. Or, with
+ * `refusal`, the run must be refused with that quote of docs/queues.md.
+ *
+ * @param project The Worker's project.
+ * @param url The PostgreSQL server.
+ * @param runner The command and its arguments before the file.
+ * @param refusal A quote of docs/queues.md the run must fail with, or none.
+ * @returns What went wrong, or `undefined` where it held.
+ *
+ * @example
+ * ```ts
+ * import { migrateScriptRun } from "./wrangler_check.ts";
+ *
+ * // With the tarball and postgres installed in the project, a server's URL:
+ * async function held(project: string, url: string): Promise<boolean> {
+ *   return await migrateScriptRun(project, url, ["npx", "tsx"]) === undefined;
+ * }
+ * console.assert(typeof held === "function");
+ * ```
+ */
+export async function migrateScriptRun(
+  project: string,
+  url: string,
+  runner: readonly string[],
+  refusal?: string,
+): Promise<string | undefined> {
+  const docs = await Deno.readTextFile(`${ROOT}docs/queues.md`);
+  const saved = /save\s+the\s+script\s+below\s+as\s+`([^`]+)`/.exec(docs);
+  const file = saved?.[1];
+  const block = saved === null
+    ? undefined
+    : /```ts[^\n]*\n([^]*?)^ *```/m.exec(docs.slice(saved.index))?.[1];
+  if (file === undefined || block === undefined) {
+    return "docs/queues.md has no migration script to save (step 3)";
+  }
+  await Deno.writeTextFile(
+    `${project}/${file}`,
+    block.replace(/^ {3}/gm, ""),
+  );
+  const name = `migrate_${runner.join("_").replace(/\W+/g, "_")}`.slice(0, 60);
+  const admin = postgres(url, { max: 1, onnotice: () => {} });
+  try {
+    await admin.unsafe(`DROP DATABASE IF EXISTS ${name}`);
+    await admin.unsafe(`CREATE DATABASE ${name}`);
+    const target = new URL(url);
+    target.pathname = `/${name}`;
+    const ran = await run(runner[0]!, [...runner.slice(1), file], {
+      cwd: project,
+      env: { DATABASE_URL: target.href },
+      label: `${runner.join(" ")} ${file}`,
+    });
+    if (refusal !== undefined) {
+      return refusalUnseen(
+        { doc: "docs/queues.md", text: docs, quote: refusal },
+        ran,
+      );
+    }
+    if (ran.code !== 0) {
+      return `it exited ${ran.code}: ${errorLine(ran.out)}`;
+    }
+    const db = postgres(target.href, { max: 1, onnotice: () => {} });
+    try {
+      const [row] = await db<{ made: string | null }[]>`
+        SELECT to_regclass('relayer.intents')::text AS made`;
+      return row?.made
+        ? undefined
+        : "it exited 0, but made no relayer.intents table";
+    } finally {
+      await db.end();
+    }
+  } finally {
+    await admin.unsafe(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
+    await admin.end();
+  }
 }
 
 /**
