@@ -17,6 +17,10 @@ import { qstashPublisher } from "../webhook/qstash_publisher.ts";
 import { withTimeout } from "./_timeout.ts";
 import { closeEach, type RawAnswer, rawHttpServer } from "./_raw_http.ts";
 import { dotnetEscaped, lowerPercent, unicodeEscaped } from "./_echo_forms.ts";
+import {
+  type Publication,
+  startQStashStandIn,
+} from "../tools/_qstash_stand_in.ts";
 
 interface Publish {
   readonly path: string;
@@ -594,6 +598,107 @@ Deno.test("qstashPublisher() sends a deduplication id QStash takes: a colon-free
     assert.notEqual(ids[0], ids[2]);
   } finally {
     await qstash.server.shutdown();
+  }
+});
+
+Deno.test("qstashPublisher()'s deduplication id names its destination: equal for one deployment's publishers (a restart, a trailing slash), unequal for two deployments' (staging and production) on one QStash account", async () => {
+  const qstash = standIn();
+  try {
+    const publisher = (publicUrl: string) =>
+      qstashPublisher({
+        token: "qstash-token-for-tests",
+        publicUrl,
+        retries: 2,
+        baseUrl: qstash.url,
+      });
+    const job = { intentId: "pi_0001", kind: "settle" } as const;
+    const id = "pi_0001/settle:1:1700000000000";
+    for (
+      const url of [
+        "https://relayer.example.test",
+        "https://relayer.example.test/",
+        "https://staging.relayer.example.test",
+      ]
+    ) {
+      await publisher(url).publish(job, { deduplicationId: id });
+    }
+    const ids = qstash.publishes.map((p) =>
+      p.headers.get("upstash-deduplication-id")
+    );
+    assert.equal(ids.length, 3, "QStash refused a publish");
+    assert.match(ids[0] ?? "", /^[0-9a-f]{64}$/);
+    assert.equal(ids[0], ids[1], "one deployment's redrive, published again");
+    assert.notEqual(ids[0], ids[2], "two deployments' redrives of one letter");
+  } finally {
+    await qstash.server.shutdown();
+  }
+});
+
+Deno.test("a redrive of the same dead letter by staging and by production, on one QStash account within its deduplication window, queues a job to each: production's was answered 202 as a repeat of staging's, its letter removed and no job queued", async () => {
+  // One account: the stand-in drops a repeated Upstash-Deduplication-Id
+  // whatever the destination, as QStash's documentation does not scope it.
+  const taken: Publication[] = [];
+  const qstash = startQStashStandIn({
+    token: "qstash-token",
+    fate: () => "take",
+    onPublish: (publication) => taken.push(publication),
+    latencyMs: () => 0,
+  });
+  try {
+    const ops = { authorization: `Bearer ${OPS}` };
+    const job = { intentId: "pi_0001", kind: "settle" };
+    const stores: MemoryStore[] = [];
+    for (
+      const publicUrl of [
+        "https://staging.relayer.example.test",
+        "https://relayer.example.test",
+      ]
+    ) {
+      // Staging restored from production's backup: the same letter, its
+      // version and its time alike (one clock, one order of writes).
+      const store = new MemoryStore();
+      stores.push(store);
+      await store.createIntent({ id: "pi_0001" });
+      const publisher = qstashPublisher({
+        token: "qstash-token",
+        publicUrl,
+        retries: 1,
+        baseUrl: qstash.url,
+      });
+      const app = createApp({
+        store,
+        sender: new ScriptedSender({}),
+        policy: { maxDeliveries: 1 },
+        insecureDev: true, // an unsigned delivery makes the dead letter
+        opsToken: OPS,
+        now: () => 1_700_000_000_000,
+        log: () => {},
+        redriveTo: {
+          publish: async (job, deduplicationId) =>
+            void await publisher.publish(job, { deduplicationId }),
+        },
+      });
+      const poisoned = await app.request("/v1/deliveries", {
+        method: "POST",
+        body: JSON.stringify({ job, delivery: 1 }),
+      });
+      assert.equal((await poisoned.json()).outcome, "poison");
+      const redriven = await app.request(
+        "/v1/dead-letters/pi_0001/settle/redrive",
+        { method: "POST", headers: ops },
+      );
+      assert.equal(redriven.status, 202, await redriven.text());
+    }
+    for (const store of stores) {
+      assert.equal(await store.getDeadLetter("pi_0001/settle"), null);
+    }
+    assert.deepEqual(taken.map((p) => p.url), [
+      "https://staging.relayer.example.test/v1/qstash",
+      "https://relayer.example.test/v1/qstash",
+    ]);
+    assert.equal(qstash.deduplicated, 0);
+  } finally {
+    await qstash.stop();
   }
 });
 

@@ -121,9 +121,11 @@ export interface Publisher {
  * gives up on is still resolved, and with
  * `Upstash-Failure-Callback-Retries: retries`, so the callback is retried
  * as often as the message (as `checkQueue` and the start-up check count
- * it). A deduplication id goes out as its hex SHA-256
- * (`Upstash-Deduplication-Id`): QStash refuses one with a colon,
- * which a redrive's `<jobId>:<version>` has. Building it does no I/O.
+ * it). A deduplication id goes out as the hex SHA-256 of the destination
+ * (`PUBLIC_URL/v1/qstash`) and the id (`Upstash-Deduplication-Id`): QStash
+ * refuses one with a colon, which a redrive's `<jobId>:<version>:<time>`
+ * has, and two deployments on one QStash account never share one. Building
+ * it does no I/O.
  *
  * A publish is one request, never retried here, not even by the runtime
  * (its body goes as a `Blob`, which Deno's `fetch` does not send again on
@@ -239,7 +241,8 @@ export function qstashPublisher(options: QStashPublisherOptions): Publisher {
   }
   // The destination goes unencoded after /v2/publish/, as QStash's API
   // reference and its client write it.
-  const endpoint = `${baseUrl}/v2/publish/${base}/v1/qstash`;
+  const destination = `${base}/v1/qstash`;
+  const endpoint = `${baseUrl}/v2/publish/${destination}`;
   const failureCallback = `${base}/v1/qstash/failed`;
   return {
     async publish(input, { deduplicationId } = {}) {
@@ -259,6 +262,7 @@ export function qstashPublisher(options: QStashPublisherOptions): Publisher {
       };
       if (deduplicationId) {
         headers["upstash-deduplication-id"] = qstashDeduplicationId(
+          destination,
           deduplicationId,
         );
       }
@@ -361,14 +365,21 @@ const MAYBE_TAKEN =
   `it may have taken the job or not; publishing again is harmless (a job only says "go and look", and a redrive's deduplication id drops the second)`;
 
 /**
- * A deduplication id QStash takes: the hex SHA-256 of `id`. QStash refuses
- * an `Upstash-Deduplication-Id` with a colon (400 "DeduplicationId cannot
- * contain ':'"), and a redrive's id is `<intentId>/settle:<version>`, an
- * intent id may hold colons too; the hash keeps equal ids equal (the loser
- * of two redrives is still dropped) in 64 characters QStash accepts.
+ * A deduplication id QStash takes: the hex SHA-256 of the message's
+ * `destination` and `id`. QStash refuses an `Upstash-Deduplication-Id`
+ * with a colon (400 "DeduplicationId cannot contain ':'"), and a
+ * redrive's id is `<intentId>/settle:<version>:<time>`, an intent id may
+ * hold colons too; the hash keeps equal ids equal (the loser of two
+ * redrives is still dropped) in 64 characters QStash accepts. The
+ * destination is in it because QStash's documentation does not scope an
+ * id to one (its content-based ids name theirs): two deployments on one
+ * account (staging restored from production's backup) redriving the same
+ * letter at its version and time sent one id, and the second was answered
+ * 202 with the first's message and queued nothing, its letter removed.
  */
-function qstashDeduplicationId(id: string): string {
-  return bytesToHex(sha256(new TextEncoder().encode(id)));
+function qstashDeduplicationId(destination: string, id: string): string {
+  // A URL holds no line feed: the two parts cannot run into each other.
+  return bytesToHex(sha256(new TextEncoder().encode(`${destination}\n${id}`)));
 }
 
 /**
