@@ -216,6 +216,35 @@ export function hmacSignature(
  */
 const SIGNATURE = /^\s*t=(\d{1,15}),\s*v1=([0-9a-fA-F]{64})\s*$/;
 
+/**
+ * What is wrong with an `X-Signature` that is not of the form, in the
+ * words of the three shapes a sender meets without a bug of its own: two
+ * headers read as one (fetch and proxies join a repeated header with
+ * ", "), `v1` before `t`, and several `v1`, as Stripe sends while a secret
+ * rotates. Each is refused all the same, as a header of any other shape
+ * is: which of its MACs is genuine is never asked. Counts and names only:
+ * nothing of the header is repeated.
+ */
+function malformedDetail(header: string | undefined): string {
+  const fields = (header ?? "").split(",").map((field) => field.trim());
+  const keys = fields.map((field) => field.split("=", 1)[0]!.trim());
+  const times = keys.filter((key) => key === "t").length;
+  const macs = keys.filter((key) => key === "v1").length;
+  if (times > 1) {
+    return `The X-Signature header holds ${times} signatures (${times} t=): two X-Signature headers were joined with ', ' (a proxy or a client added one), or two signatures sent in one: send one X-Signature header, with one t and one v1: ${HOW_TO_SIGN}.`;
+  }
+  if (times === 1 && macs > 1) {
+    return `The X-Signature header holds ${macs} v1 values, as Stripe sends while a secret rotates: send one v1, the MAC under WEBHOOK_SECRET (this service checks WEBHOOK_SECRET_NEXT itself while you rotate): ${HOW_TO_SIGN}.`;
+  }
+  if (
+    fields.length === 2 && keys[0] === "v1" && keys[1] === "t" &&
+    SIGNATURE.test(`${fields[1]},${fields[0]}`)
+  ) {
+    return `The X-Signature header has v1 before t: t= must come first: ${HOW_TO_SIGN}.`;
+  }
+  return `The X-Signature header is missing or malformed: ${HOW_TO_SIGN}.`;
+}
+
 /** The refusal of a sender's own signature whose `t` is in milliseconds. */
 const IN_MILLISECONDS = {
   ok: false,
@@ -303,16 +332,12 @@ export function hmacVerifier(
   }
   const sign = hmacSigner(secret);
   const signNext = next === undefined ? undefined : hmacSigner(next);
-  const malformed: Refused = {
-    ok: false,
-    detail: `The X-Signature header is missing or malformed: ${HOW_TO_SIGN}.`,
-  };
   /** The header's `t` and `v1`, or the refusal of a header malformed. */
   const read = (
     header: string | undefined,
   ): { timeS: number; v1: string; inMs: boolean } | Refused => {
     const match = SIGNATURE.exec(header ?? "");
-    if (!match) return malformed;
+    if (!match) return { ok: false, detail: malformedDetail(header) };
     return {
       timeS: Number(match[1]),
       v1: match[2]!.toLowerCase(),

@@ -68,6 +68,54 @@ Deno.test("hmacVerifier() refuses, saying what was wrong, without the secret", (
   }
 });
 
+Deno.test("hmacVerifier() names what is wrong with a header read as malformed: two headers joined with ', ', v1 before t, two v1 (Stripe's rotation); each still refused, the genuine signature in it or not, and its MACs not echoed", () => {
+  const t = 1_764_504_000;
+  const next = "the-next-webhook-secret";
+  const verify = hmacVerifier(SECRET, () => t * 1000, next);
+  const genuine = hmacSignature(SECRET, body, t);
+  const v1 = genuine.split("v1=")[1]!;
+  const other = hmacSignature(next, body, t).split("v1=")[1]!;
+  const joined =
+    /holds 2 signatures \(2 t=\): two X-Signature headers were joined with ', ' \(a proxy or a client added one\), or two signatures sent in one: send one X-Signature header, with one t and one v1: send 'X-Signature: t=/;
+  const order =
+    /has v1 before t: t= must come first: send 'X-Signature: t=<unix seconds>,v1=/;
+  const twoV1 =
+    /holds 2 v1 values, as Stripe sends while a secret rotates: send one v1, the MAC under WEBHOOK_SECRET \(this service checks WEBHOOK_SECRET_NEXT itself while you rotate\): send 'X-Signature: t=/;
+  for (
+    const [header, words] of [
+      // Headers.append of two values, as fetch and a proxy join them.
+      [`${genuine}, ${genuine}`, joined],
+      [`t=${t},v1=${"0".repeat(64)}, ${genuine}`, joined],
+      [`${genuine},${hmacSignature(SECRET, body, t - 1)}`, joined],
+      [`v1=${v1},t=${t}`, order],
+      [` v1=${v1.toUpperCase()}, t=${t} `, order],
+      [`t=${t},v1=${v1},v1=${other}`, twoV1],
+      [`t=${t},v1=${other},v1=${v1}`, twoV1],
+      [`t=${t}, v1=${v1}, v1=${v1}`, twoV1],
+      // Not one of those: the general words.
+      [`v1=${v1.slice(1)},t=${t}`, /missing or malformed/],
+      [`v1=${v1}`, /missing or malformed/],
+      [`t=${t}`, /missing or malformed/],
+    ] as const
+  ) {
+    for (
+      const answer of [
+        verify(body, header),
+        verify.precheck(header) ?? { ok: true as const },
+        verify.untimely(header) ?? { ok: true as const },
+      ]
+    ) {
+      assert.equal(answer.ok, false, header);
+      if (!answer.ok) {
+        assert.match(answer.detail, words, header);
+        assert.ok(!answer.detail.includes(v1), header);
+        assert.ok(!answer.detail.includes(other), header);
+        assert.equal(answer.kind, undefined, header);
+      }
+    }
+  }
+});
+
 Deno.test("hmacVerifier() takes a signature under the next secret too, during a rotation, with the same replay key; never one under a third", () => {
   const t = 1_764_504_000;
   const next = "the-next-webhook-secret";

@@ -49,6 +49,12 @@ const HOW_TO_SIGN =
   "send 'X-Signature: t=<unix seconds>,v1=<hex HMAC-SHA-256 of \"<t>.<raw body>\" with WEBHOOK_SECRET>'";
 const MALFORMED =
   `The X-Signature header is missing or malformed: ${HOW_TO_SIGN}.`;
+const JOINED =
+  `The X-Signature header holds 2 signatures (2 t=): two X-Signature headers were joined with ', ' (a proxy or a client added one), or two signatures sent in one: send one X-Signature header, with one t and one v1: ${HOW_TO_SIGN}.`;
+const V1_FIRST =
+  `The X-Signature header has v1 before t: t= must come first: ${HOW_TO_SIGN}.`;
+const TWO_V1 =
+  `The X-Signature header holds 2 v1 values, as Stripe sends while a secret rotates: send one v1, the MAC under WEBHOOK_SECRET (this service checks WEBHOOK_SECRET_NEXT itself while you rotate): ${HOW_TO_SIGN}.`;
 const NOT_VERIFIED =
   `The X-Signature does not verify against this body and timestamp: ${HOW_TO_SIGN}.`;
 
@@ -320,7 +326,7 @@ Deno.test("POST /v1/qstash reads a token of our keys with a claim given twice by
   assert.equal(sendsOf(sender), 1);
 });
 
-Deno.test("POST /v1/deliveries refuses forged signatures with its words, echoing nothing of them, writing nothing: another secret, v1 cut short, v1 of another t, a byte of the body changed (a byte not UTF-8 too), the header re-spelt as the format does not allow, a forged header beside the genuine one; then the genuine delivery is taken once", async () => {
+Deno.test("POST /v1/deliveries refuses forged signatures with its words, echoing nothing of them, writing nothing: another secret, v1 cut short, v1 of another t, a byte of the body changed (a byte not UTF-8 too), the header re-spelt as the format does not allow, a forged header or v1 beside the genuine one (each named: two headers joined, v1 first, two v1), the genuine header twice; then the genuine delivery is taken once", async () => {
   const { app: fresh, writes, sender } = await shared();
   const t = NOW / 1000;
   const body = JSON.stringify({ job, note: "caf" });
@@ -376,13 +382,24 @@ Deno.test("POST /v1/deliveries refuses forged signatures with its words, echoing
     ),
     forged("a space before the comma", `t=${t} ,v1=${v1}`, MALFORMED),
     forged("T in capitals", `T=${t},v1=${v1}`, MALFORMED),
-    forged("v1 first", `v1=${v1},t=${t}`, MALFORMED),
+    forged("v1 first", `v1=${v1},t=${t}`, V1_FIRST),
     forged("a prefix", `sha256=t=${t},v1=${v1}`, MALFORMED),
     forged("a v0 beside it", `t=${t},v0=${"0".repeat(64)},v1=${v1}`, MALFORMED),
     forged(
       "a forged header beside the genuine one",
       [`t=${t},v1=${"0".repeat(64)}`, genuine],
-      MALFORMED,
+      JOINED,
+    ),
+    forged("the genuine header twice", [genuine, genuine], JOINED),
+    forged(
+      "a forged v1 beside the genuine one",
+      `t=${t},v1=${"0".repeat(64)},v1=${v1}`,
+      TWO_V1,
+    ),
+    forged(
+      "the genuine v1 beside a forged one",
+      `t=${t},v1=${v1},v1=${"0".repeat(64)}`,
+      TWO_V1,
     ),
   ]);
   assert.equal(writes(), 0);
