@@ -617,6 +617,7 @@ Deno.test("qstashPublisher()'s deduplication id names its destination: equal for
       const url of [
         "https://relayer.example.test",
         "https://relayer.example.test/",
+        "https://RELAYER.example.test:443",
         "https://staging.relayer.example.test",
       ]
     ) {
@@ -625,10 +626,15 @@ Deno.test("qstashPublisher()'s deduplication id names its destination: equal for
     const ids = qstash.publishes.map((p) =>
       p.headers.get("upstash-deduplication-id")
     );
-    assert.equal(ids.length, 3, "QStash refused a publish");
+    assert.equal(ids.length, 4, "QStash refused a publish");
     assert.match(ids[0] ?? "", /^[0-9a-f]{64}$/);
     assert.equal(ids[0], ids[1], "one deployment's redrive, published again");
-    assert.notEqual(ids[0], ids[2], "two deployments' redrives of one letter");
+    assert.equal(
+      ids[0],
+      ids[2],
+      "its URL spelt otherwise, as the parser reads",
+    );
+    assert.notEqual(ids[0], ids[3], "two deployments' redrives of one letter");
   } finally {
     await qstash.server.shutdown();
   }
