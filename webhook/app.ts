@@ -1480,6 +1480,60 @@ function bridgeMessageId(
   );
 }
 
+/** `n` and `noun`, made plural where `n` is not 1. */
+function counted(n: number, noun: string): string {
+  return `${n} ${noun}${n === 1 ? "" : "s"}`;
+}
+
+/**
+ * An SQS record of a Lambda event as an element of a batch: its body (the
+ * queue's message text) and its ApproximateReceiveCount, which SQS gives
+ * as a decimal string, as a number.
+ */
+function sqsRecord(record: unknown): { element: unknown; count?: number } {
+  if (typeof record !== "object" || record === null) return { element: record };
+  const { body, attributes } = record as Record<string, unknown>;
+  const received = typeof attributes === "object" && attributes !== null
+    ? (attributes as Record<string, unknown>).ApproximateReceiveCount
+    : undefined;
+  return typeof received === "string" && /^[1-9][0-9]{0,8}$/.test(received)
+    ? { element: body, count: Number(received) }
+    : { element: body };
+}
+
+/**
+ * The readable job an element of a batch holds, with the count it
+ * carries: a delivery's or give-up's `job`, or a bare job (the element
+ * without a bridge's fields), as an object or its JSON text; else
+ * `undefined`.
+ */
+function batchJob(
+  element: unknown,
+): { job: unknown; attempt: unknown } | undefined {
+  let value = element;
+  if (typeof value === "string") {
+    try {
+      value = JSON.parse(
+        value.charCodeAt(0) === 0xfeff ? value.slice(1) : value,
+      );
+    } catch {
+      return undefined;
+    }
+  }
+  if (typeof value !== "object" || value === null || Array.isArray(value)) {
+    return undefined;
+  }
+  const fields = value as Record<string, unknown>;
+  const { job: wrapped, delivery, messageId: _id, gaveUp, ...bare } = fields;
+  const job = "job" in fields ? wrapped : bare;
+  try {
+    parseJob(job);
+  } catch {
+    return undefined;
+  }
+  return { job, attempt: attemptSeen(delivery, gaveUp ?? undefined) };
+}
+
 /**
  * The count a bridge's body that is kept as a dead letter carries, as
  * sent (the letter takes it if it is a count, else 1): a delivery's
@@ -3568,6 +3622,108 @@ export function createApp(deps: AppDeps): WebhookApp {
     );
   }
 
+  /**
+   * A signed batch (a JSON array of deliveries, or an SQS Lambda event
+   * `{"Records": […]}` passed on as it came): refused 400, as the route
+   * takes one delivery per request, saying so and how to send them; each
+   * element that holds a readable job (a delivery, a give-up or a bare
+   * job, or the JSON text of one, as an SQS record's body is) is kept
+   * first as the letter a job that cannot be read gets, named by the job
+   * as sent, naming its intent, with the count it carries (an SQS
+   * record's ApproximateReceiveCount where it carries none). Refused with
+   * nothing kept, a bridge that takes a 4xx as final dropped every job of
+   * the batch, and each intent was left with no job and no dead letter.
+   * The request's replay claim rides with the last letter, so a letter
+   * that fails (503) leaves the bridge's retry of the batch unrefused.
+   * `undefined` for a body that is no batch.
+   */
+  async function keptBatch(
+    body: unknown,
+    claim: ReplayClaim | undefined,
+  ): Promise<Response | undefined> {
+    let elements: { element: unknown; count?: number }[];
+    let what: string;
+    let how: string;
+    if (Array.isArray(body)) {
+      elements = body.map((element: unknown) => ({ element }));
+      what = `a JSON array of ${counted(body.length, "element")}`;
+      how = "send each element as a request of its own";
+    } else if (
+      typeof body === "object" && body !== null && !("job" in body) &&
+      Array.isArray((body as Record<string, unknown>).Records)
+    ) {
+      const records = (body as { Records: unknown[] }).Records;
+      elements = records.map(sqsRecord);
+      what = `an SQS event of ${
+        counted(records.length, "record")
+      }, {"Records": …}`;
+      how =
+        "send each record's body, parsed, as a request of its own (its ApproximateReceiveCount as 'delivery', a number, and its messageId as 'messageId')";
+    } else {
+      return undefined;
+    }
+    const why =
+      `The body is a batch (${what}): POST /v1/deliveries takes one delivery per request, ${DELIVERY_EXAMPLE}: ${how}.`;
+    const jobs = new Map<string, { job: unknown; attempt: unknown }>();
+    let unkept = 0;
+    for (const { element, count } of elements) {
+      const seen = batchJob(element);
+      if (seen === undefined) {
+        unkept++;
+        continue;
+      }
+      const raw = JSON.stringify(seen.job);
+      if (!jobs.has(raw)) {
+        jobs.set(raw, {
+          job: seen.job,
+          attempt: seen.attempt === undefined || seen.attempt === null
+            ? count
+            : seen.attempt,
+        });
+      }
+    }
+    if (jobs.size === 0) throw badInput("deliveries", why);
+    const kept: string[] = [];
+    let last = jobs.size;
+    for (const [raw, { job, attempt }] of jobs) {
+      let jobId: string | undefined;
+      const answer = await keepUnreadable(
+        "generic",
+        raw,
+        { attempt, job },
+        why,
+        (id) => {
+          jobId = id;
+          return new Response(null);
+        },
+        --last === 0 ? claim : undefined,
+      );
+      // Its letter failed: 503, the bridge sends the batch again.
+      if (jobId === undefined) return answer;
+      kept.push(`${jobId} for intent ${intentIdSeen(job)}`);
+    }
+    return badInput(
+      "deliveries",
+      `${why} Kept ${
+        kept.length === 1
+          ? "1 job as a dead letter"
+          : `${kept.length} jobs as dead letters`
+      } (${
+        kept.length > 5
+          ? `${kept.slice(0, 5).join(", ")} and ${kept.length - 5} more`
+          : kept.join(", ")
+      })${
+        unkept === 0
+          ? ""
+          : `; ${
+            unkept === 1
+              ? "1 element names no job and is"
+              : `${unkept} elements name no job and are`
+          } not kept`
+      }: publish a readable job for each intent, then discard its letter.`,
+    ).response;
+  }
+
   app.post("/v1/deliveries", async (c) => {
     const header = deliveriesHeaders(c);
     let read: { bytes: Uint8Array; text: string };
@@ -3638,6 +3794,10 @@ export function createApp(deps: AppDeps): WebhookApp {
       const kept = await keptTwice(body, claim);
       if (kept !== undefined) return kept;
     }
+    const batch = rawJob === undefined
+      ? await keptBatch(body, claim)
+      : undefined;
+    if (batch !== undefined) return batch;
     if (rawJob === undefined) {
       const bare = typeof body === "object" && body !== null &&
         "intentId" in body;
