@@ -699,11 +699,31 @@ export function createQueueHandler(options: QueueHandlerOptions): QueueHandler {
     options.deadLetterMessageRetentionMs,
   );
 
+  // The handler cannot read wrangler's max_retries: a message on the jobs
+  // queue past `maxRetries + 1` deliveries proves the consumer's is
+  // higher, and a give-up then records too few deliveries, and the
+  // retention check counted too few retries. Said once, not per message.
+  let toldRetriesHigher = false;
+
   async function handle(
     queue: string,
     message: QueueMessage,
     deadLetter: boolean,
   ): Promise<void> {
+    if (
+      !deadLetter && !toldRetriesHigher &&
+      Number.isSafeInteger(message.attempts) &&
+      message.attempts > maxRetries + 1
+    ) {
+      toldRetriesHigher = true;
+      log(
+        `worker  message ${message.id} on ${queue} is its delivery ${message.attempts}, past the ${
+          maxRetries + 1
+        } maxRetries ${maxRetries} allows: the consumer's max_retries in wrangler.toml is higher than maxRetries (CLOUDFLARE_MAX_RETRIES), so a give-up records ${
+          maxRetries + 1
+        } deliveries where the queue made more, and the retention check counted too few retries. Set them to the same number`,
+      );
+    }
     let job: Job;
     try {
       job = jobOf(message.body);
