@@ -12,6 +12,7 @@
  */
 
 import assert from "node:assert/strict";
+import { MemoryStore } from "../../mod.ts";
 import { genericRequest, makeApp } from "./_app.ts";
 
 const intents = [
@@ -153,4 +154,41 @@ Deno.test("POST /v1/deliveries refuses a replay of a signed batch whose jobs it 
   assert.equal(again.status, 401);
   assert.match((await again.json()).detail, /already delivered: a replay/);
   assert.deepEqual((await store.listDeadLetters({ limit: 10 })).items, kept);
+});
+
+Deno.test("POST /v1/deliveries answers 503 for a signed batch whose letter cannot be kept, leaving the signature unused, so the bridge's retry of the same batch keeps each job once", async () => {
+  const memory = new MemoryStore();
+  let down = true;
+  let puts = 0;
+  const store = new Proxy(memory, {
+    get: (target, key) =>
+      key === "putDeadLetter"
+        ? (...args: Parameters<MemoryStore["putDeadLetter"]>) =>
+          down && ++puts === 2
+            ? Promise.reject(new Error("store down"))
+            : target.putDeadLetter(...args)
+        : Reflect.get(target, key, target),
+  });
+  const { app } = await makeApp({ intents: [...intents], deps: { store } });
+  const job = (intentId: string) => ({ job: { intentId, kind: "settle" } });
+  // The same job twice, as a batch may carry a message and its redelivery.
+  const init = await genericRequest(
+    JSON.stringify([job("pi_0001"), job("pi_0001"), job("pi_0002")]),
+  );
+  const failed = await app.request("/v1/deliveries", init);
+  assert.equal(failed.status, 503);
+  assert.match(
+    (await failed.json()).detail,
+    /could not be kept as a dead letter; deliver it again\.$/,
+  );
+  down = false;
+  const again = await app.request("/v1/deliveries", init);
+  assert.equal(again.status, 400);
+  assert.match((await again.json()).detail, /Kept 2 jobs as dead letters/);
+  assert.deepEqual(
+    (await memory.listDeadLetters({ limit: 10 })).items.map((letter) =>
+      letter.intentId
+    ).sort(),
+    ["pi_0001", "pi_0002"],
+  );
 });
