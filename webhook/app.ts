@@ -3641,6 +3641,19 @@ export function createApp(deps: AppDeps): WebhookApp {
     body: unknown,
     claim: ReplayClaim | undefined,
   ): Promise<Response | undefined> {
+    // Encoded twice too (a bridge that `JSON.stringify`s its batch): its
+    // text read, and said so.
+    let twice = "";
+    if (typeof body === "string") {
+      try {
+        body = JSON.parse(
+          body.charCodeAt(0) === 0xfeff ? body.slice(1) : body,
+        );
+      } catch {
+        return undefined;
+      }
+      twice = "a JSON text of ";
+    }
     let elements: { element: unknown; count?: number }[];
     let what: string;
     let how: string;
@@ -3663,7 +3676,7 @@ export function createApp(deps: AppDeps): WebhookApp {
       return undefined;
     }
     const why =
-      `The body is a batch (${what}): POST /v1/deliveries takes one delivery per request, ${DELIVERY_EXAMPLE}: ${how}.`;
+      `The body is a batch (${twice}${what}): POST /v1/deliveries takes one delivery per request, ${DELIVERY_EXAMPLE}: ${how}.`;
     const jobs = new Map<string, { job: unknown; attempt: unknown }>();
     let unkept = 0;
     for (const { element, count } of elements) {
@@ -3791,7 +3804,8 @@ export function createApp(deps: AppDeps): WebhookApp {
     const rawMessageId = fields.messageId ?? undefined;
     if (over && gaveUp === undefined) throw tooLarge(maxBodyBytes);
     if (typeof body === "string") {
-      const kept = await keptTwice(body, claim);
+      const kept = await keptTwice(body, claim) ??
+        await keptBatch(body, claim);
       if (kept !== undefined) return kept;
     }
     const batch = rawJob === undefined

@@ -192,3 +192,24 @@ Deno.test("POST /v1/deliveries answers 503 for a signed batch whose letter canno
     ["pi_0001", "pi_0002"],
   );
 });
+
+Deno.test("POST /v1/deliveries keeps the readable jobs of a signed batch encoded as JSON twice (a bridge that stringifies its batch) and says it is a JSON text of a batch", async () => {
+  const { app, store } = await makeApp({ intents: [...intents] });
+  const batch = [{ job: { intentId: "pi_0001", kind: "settle" }, delivery: 4 }];
+  const res = await app.request(
+    "/v1/deliveries",
+    await genericRequest(JSON.stringify(JSON.stringify(batch))),
+  );
+  assert.equal(res.status, 400);
+  assert.match(
+    (await res.json()).detail,
+    /^The body is a batch \(a JSON text of a JSON array of 1 element\): .* Kept 1 job as a dead letter \(generic\/sha256-[0-9a-f]{32}\/unreadable for intent pi_0001\): /,
+  );
+  assert.deepEqual(
+    (await store.listDeadLetters({ limit: 10 })).items.map((letter) => [
+      letter.intentId,
+      letter.deliveries,
+    ]),
+    [["pi_0001", 4]],
+  );
+});
