@@ -1714,14 +1714,19 @@ export class PostgresStore implements Store {
         // database), in a value free text's mending does not reach (a
         // queue's id, a tx hash), or free text mended before the client
         // had connected (its encoding unknown).
-        throw new TypeError(
+        // Refused as its statement was bound, before anything ran (in a
+        // transaction, rolled back): nothing of it was written or read.
+        const refused = new TypeError(
           `Cannot ${what} as this database's encoding (${
             this.#encoding() ?? "not UTF8"
           }) cannot hold a character of it (${
             oneLine(String((error as Error).message))
-          }): remove it from the id, key, tx hash or queue id, or keep the store in a UTF8 database`,
+          }): remove it from the id, key, tx hash or queue id, or keep the store in a UTF8 database; nothing was ${
+            read ? "read" : "written"
+          }`,
           { cause: error },
         );
+        throw read ? notRead(refused) : notWritten(refused);
       }
       if (code === "22021") {
         // A string the database cannot hold: U+0000 in text, which only an
@@ -3226,7 +3231,7 @@ export class PostgresStore implements Store {
     const [row] = await this.#readOnly(
       `read of intent ${id}`,
       () => this.#intentQuery(this.#sql, id, false),
-    );
+    ).catch(noneUnencodable);
     if (mayBeHidden(row)) {
       await this.#rowsShown(`read intent ${id}`, notRead);
     }
@@ -3900,7 +3905,7 @@ export class PostgresStore implements Store {
         this.#sql`
       SELECT deliveries, expires_at FROM ${this.#t.counters}
       WHERE job_id = ${jobId}`,
-    );
+    ).catch(noneUnencodable);
     if (row === undefined) return 0;
     return now !== undefined && Number(row.expires_at) <= now
       ? 0
@@ -4064,7 +4069,7 @@ export class PostgresStore implements Store {
       SELECT job_id, intent_id, deliveries, cause, reason, resolution,
         last_error, poisoned_at, queue, queue_message_id, queue_dlq_id, version
       FROM ${this.#t.dead_letters} WHERE job_id = ${jobId}`,
-    );
+    ).catch(noneUnencodable);
     return row === undefined ? null : deadLetterOf(row);
   }
 
@@ -4495,6 +4500,18 @@ function lostDuringWrite(
     }${idleSessionWords(idle)}`,
     { cause: error },
   );
+}
+
+/**
+ * No rows, where a read under a key failed as the database's encoding
+ * cannot hold a character of the key (22P05: a LATIN1 database asked for
+ * `pi_☃`): no row of it can hold that key, so the read finds none, as on
+ * a UTF8 database. It failed in the server's words alone, "character with
+ * byte sequence … has no equivalent in encoding \"LATIN1\"".
+ */
+function noneUnencodable(error: unknown): never[] {
+  if ((error as { code?: unknown })?.code === "22P05") return [];
+  throw error;
 }
 
 /**

@@ -17,6 +17,7 @@ import {
   type Store,
 } from "../../mod.ts";
 import { PostgresStore } from "../../store/postgres.ts";
+import { isNotWritten } from "../../store/_not_written.ts";
 import { freshDatabase, postgresAvailable } from "../_postgres.ts";
 import { timeout } from "../_timeout.ts";
 
@@ -144,5 +145,35 @@ Deno.test({
         return true;
       },
     );
+  }),
+});
+
+Deno.test({
+  name:
+    "PostgresStore on a LATIN1 database reads nothing under an id or job id LATIN1 cannot hold, as on a UTF8 database, and a write under one names the encoding, marked nothing written",
+  ignore: !postgresAvailable,
+  fn: inDatabase("LATIN1", async (store) => {
+    // Before: each read failed in the server's words alone, 'character
+    // with byte sequence 0xe2 0x98 0x83 in encoding "UTF8" has no
+    // equivalent in encoding "LATIN1"' (a UTF8 database answers none).
+    assert.equal(await store.getIntent("pi_☃"), null);
+    assert.equal(await store.deliveries("pi_☃/settle"), 0);
+    assert.equal(await store.getDeadLetter("pi_☃/settle"), null);
+    for (
+      const write of [
+        () => store.recordHold("pi_☃"),
+        () => store.admit({ count: "pi_☃/settle", now: 1 }),
+      ]
+    ) {
+      await assert.rejects(write(), (error: Error) => {
+        assert.match(
+          error.message,
+          /as this database's encoding \(LATIN1\) cannot hold a character of it \(.*\): remove it from the id, key, tx hash or queue id, or keep the store in a UTF8 database; nothing was written$/,
+        );
+        // Before: not marked, so an operator's route said it may have landed.
+        assert.equal(isNotWritten(error), true);
+        return true;
+      });
+    }
   }),
 });
