@@ -1894,6 +1894,21 @@ export class PostgresStore implements Store {
           error,
         );
       }
+      const rule = outsideRule(error);
+      if (rule !== null) {
+        // A rule on the store's tables that its migration does not make:
+        // an admin's CHECK constraint or NOT NULL column, or a payment
+        // team's own trigger that RAISEs. Its statement failed, so its
+        // transaction rolled back. In the server's words alone ("audit:
+        // settling needs approval"), it read as the store's own bug, and
+        // not as nothing written.
+        throw notWritten(
+          new Error(
+            `Cannot ${what} as PostgreSQL refused it for ${rule.what}, which the store's migration does not make (added to its tables since): nothing of it was written; deliveries retry until ${rule.fix}`,
+            { cause: error },
+          ),
+        );
+      }
       if (code === "23505" || code === "40001") {
         // A unique violation or serialization failure: another writer
         // won; the caller re-reads.
@@ -4512,6 +4527,48 @@ function lostDuringWrite(
 function noneUnencodable(error: unknown): never[] {
   if ((error as { code?: unknown })?.code === "22P05") return [];
   throw error;
+}
+
+/**
+ * What refused a statement, where a rule the store's migration does not
+ * make did (see `#run`): a CHECK, NOT NULL, foreign key or exclusion
+ * constraint added to one of its tables, or a trigger's function that
+ * raised (the server's `where` names a PL/pgSQL function other than the
+ * store's own, whose errors carry their own codes, RL…, and the inline
+ * block of its commit); else `null`.
+ */
+function outsideRule(
+  error: unknown,
+): { what: string; fix: string } | null {
+  const { code, message, where, constraint_name, table_name, column_name } =
+    (error ?? {}) as Record<string, unknown>;
+  if (typeof code !== "string" || code.startsWith("RL")) return null;
+  const table = typeof table_name === "string" ? ` on ${table_name}` : "";
+  const said = oneLine(String(message));
+  const fix = "that rule lets the store's writes through, or is removed";
+  switch (code) {
+    case "23502":
+      return {
+        what: `a NOT NULL column${table} its INSERT gives no value (${said})`,
+        fix: `the column has a DEFAULT (ALTER TABLE … ALTER COLUMN ${
+          typeof column_name === "string" ? column_name : "…"
+        } SET DEFAULT …), or is nullable`,
+      };
+    case "23514":
+    case "23503":
+    case "23P01":
+      return {
+        what: `the constraint ${
+          typeof constraint_name === "string" ? `"${constraint_name}"` : ""
+        }${table} (${said})`,
+        fix,
+      };
+  }
+  const fn = typeof where === "string"
+    ? /PL\/pgSQL function ([^\s(]+\([^)]*\))/.exec(where)?.[1]
+    : undefined;
+  if (fn === undefined || fn.startsWith("inline_code_block")) return null;
+  return { what: `the function ${fn}, a trigger's (${said})`, fix };
 }
 
 /**

@@ -74,14 +74,23 @@ for (const fetchTypes of [true, false]) {
             )
           ),
         );
-        // Before: each refused write stayed unanswered.
-        assert.deepEqual(answers, [
-          "failed: refused by the audit",
-          "answered 1",
-          "answered 1",
-          "failed: refused by the audit",
-          "answered 1",
-        ]);
+        // Before: each refused write stayed unanswered. The refusal names
+        // the trigger's function as one the store did not make, in the
+        // server's words (tests/store/postgres_outside_rules_test.ts).
+        const named =
+          /^failed: Cannot admit a delivery as PostgreSQL refused it for the function t\w+\.audit\(\), a trigger's \(refused by the audit\), which the store's migration does not make \(added to its tables since\): nothing of it was written; /;
+        assert.deepEqual(
+          answers.map((answer) =>
+            named.test(answer) ? "failed: refused by the audit" : answer
+          ),
+          [
+            "failed: refused by the audit",
+            "answered 1",
+            "answered 1",
+            "failed: refused by the audit",
+            "answered 1",
+          ],
+        );
         const counted = await admin.unsafe(
           `SELECT job_id FROM "${schema}".counters
           WHERE job_id NOT LIKE 'warm%' ORDER BY job_id`,

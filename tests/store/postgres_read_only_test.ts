@@ -146,7 +146,8 @@ Deno.test({
       await assert.rejects(
         store.createIntent({ id }),
         (error: Error) =>
-          (error as { code?: unknown }).code === "23514" && !isReadOnly(error),
+          (error.cause as { code?: unknown }).code === "23514" &&
+          !isReadOnly(error),
       );
     }
     await store.createIntent({ id: "pi_1" });

@@ -1,0 +1,115 @@
+/**
+ * PostgresStore when a rule its migration does not make is added to its
+ * tables after the start: an admin's CHECK constraint, a NOT NULL column a
+ * payment team adds with no default (their schema grows), or their own
+ * audit trigger that RAISEs. The store's write then fails: it says which
+ * rule refused it, in the server's words, that the store did not make it,
+ * and that nothing was written (the intent is as it was), where the
+ * server's words came alone, as if the store's own bug.
+ *
+ * @module
+ */
+
+import assert from "node:assert/strict";
+import { createRelayer, ScriptedSender } from "../../mod.ts";
+import { isNotWritten } from "../../store/_not_written.ts";
+import { onFreshSchema, postgresAvailable } from "../_postgres.ts";
+
+const ignore = !postgresAvailable;
+
+/** The write's refusal: `said` in its words, marked nothing written. */
+function refusedFor(said: RegExp): (error: Error) => boolean {
+  return (error) => {
+    assert.match(error.message, said);
+    assert.match(
+      error.message,
+      /, which the store's migration does not make \(added to its tables since\): nothing of it was written; deliveries retry until /,
+    );
+    assert.equal(isNotWritten(error), true);
+    return true;
+  };
+}
+
+Deno.test({
+  name:
+    "PostgresStore names a payment team's audit trigger that RAISEs on its intents' update, and a CHECK constraint an admin added, as theirs, marked nothing written: the delivery's move to settling fails so, and the intent is as it was",
+  ignore,
+  fn: onFreshSchema({}, async ({ admin, schema, store }) => {
+    await store.createIntent({
+      id: "pi_1",
+      state: "authorized",
+      hold: "pending",
+    });
+    await store.createIntent({
+      id: "pi_2",
+      state: "authorized",
+      hold: "pending",
+    });
+    await admin.unsafe(
+      `CREATE FUNCTION "${schema}".team_audit() RETURNS trigger LANGUAGE plpgsql AS $$
+        BEGIN
+          IF NEW.id = 'pi_1' AND NEW.state = 'settling' THEN
+            RAISE EXCEPTION 'audit: settling needs approval';
+          END IF;
+          RETURN NEW;
+        END $$;
+      CREATE TRIGGER team_audit BEFORE UPDATE ON "${schema}".intents
+        FOR EACH ROW EXECUTE FUNCTION "${schema}".team_audit();
+      ALTER TABLE "${schema}".intents ADD CONSTRAINT team_no_pi_2
+        CHECK (id <> 'pi_2' OR state <> 'settling') NOT VALID`,
+    );
+    const relayer = createRelayer({
+      store,
+      sender: new ScriptedSender({
+        pi_1: { sends: [{ txHash: "0xabc" }] },
+        pi_2: { sends: [{ txHash: "0xdef" }] },
+      }),
+      now: () => 1_000_000,
+    });
+    // Before: the server's words alone, 'audit: settling needs approval',
+    // not marked as nothing written.
+    await assert.rejects(
+      relayer.deliver({ intentId: "pi_1", kind: "settle" }, 1),
+      refusedFor(
+        /^Cannot move pi_1 from authorized to settling as PostgreSQL refused it for the function t\w+\.team_audit\(\), a trigger's \(audit: settling needs approval\)/,
+      ),
+    );
+    await assert.rejects(
+      relayer.deliver({ intentId: "pi_2", kind: "settle" }, 1),
+      refusedFor(
+        /^Cannot move pi_2 from authorized to settling as PostgreSQL refused it for the constraint "team_no_pi_2" on intents \(new row for relation "intents" violates check constraint "team_no_pi_2"\)/,
+      ),
+    );
+    for (const id of ["pi_1", "pi_2"]) {
+      const intent = await store.getIntent(id);
+      assert.equal(intent?.state, "authorized");
+      assert.equal(intent?.version, "1");
+      assert.equal(intent?.lastBroadcast, null);
+    }
+  }),
+});
+
+Deno.test({
+  name:
+    "PostgresStore names a NOT NULL column with no default that a team added to its intents, and what to do, marked nothing written: createIntent fails so, and lands once the column has a default",
+  ignore,
+  fn: onFreshSchema({}, async ({ admin, schema, store }) => {
+    await admin.unsafe(
+      `ALTER TABLE "${schema}".intents ADD COLUMN team_ref text NOT NULL DEFAULT 'old';
+      ALTER TABLE "${schema}".intents ALTER COLUMN team_ref DROP DEFAULT`,
+    );
+    // Before: 'null value in column "team_ref" of relation "intents"
+    // violates not-null constraint' alone, not marked as nothing written.
+    await assert.rejects(
+      store.createIntent({ id: "pi_1" }),
+      refusedFor(
+        /^Cannot create intent pi_1 as PostgreSQL refused it for a NOT NULL column on intents its INSERT gives no value \(null value in column "team_ref" of relation "intents" violates not-null constraint\), .* deliveries retry until the column has a DEFAULT \(ALTER TABLE … ALTER COLUMN team_ref SET DEFAULT …\), or is nullable$/,
+      ),
+    );
+    assert.equal(await store.getIntent("pi_1"), null);
+    await admin.unsafe(
+      `ALTER TABLE "${schema}".intents ALTER COLUMN team_ref SET DEFAULT 'new'`,
+    );
+    assert.equal((await store.createIntent({ id: "pi_1" })).version, "1");
+  }),
+});
