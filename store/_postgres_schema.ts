@@ -444,6 +444,70 @@ export const TABLES = [
 ] as const;
 
 /**
+ * One query answering `held` (its one parameter, 1, as the store's reads
+ * have one: see `#selectOne`): the prepared transactions of this database
+ * that hold a lock on one of the store's tables in `schema` (checked, as
+ * `SCHEMA_NAME`), each `'gid', prepared at … by role`, comma-separated, or
+ * empty. A row lock's holder has the table's lock too; a prepared
+ * transaction's locks show in pg_locks with no pid, under the virtual
+ * transaction of its transaction id's own lock. PostgresStore asks it
+ * where a write's wait for a lock ended, and the move into a schema
+ * (`moveKvToPostgres`) where its wait for the tables did.
+ *
+ * @param schema The store's schema.
+ * @returns The query.
+ *
+ * @example
+ * ```ts
+ * import { preparedLocks } from "./_postgres_schema.ts";
+ * import assert from "node:assert/strict";
+ *
+ * assert.match(preparedLocks("relayer"), /FROM pg_catalog\.pg_prepared_xacts p/);
+ * assert.throws(() => preparedLocks("a'b"), TypeError);
+ * ```
+ */
+export function preparedLocks(schema: string): string {
+  const s = checked(schema, "the question of prepared transactions");
+  return `SELECT coalesce(pg_catalog.string_agg(DISTINCT pg_catalog.format('%L, prepared at %s by %s', p.gid, p.prepared, p.owner), ', '), '') AS held,
+      $1::int AS described
+    FROM pg_catalog.pg_prepared_xacts p
+    JOIN pg_catalog.pg_locks x ON x.locktype = 'transactionid'
+      AND x.transactionid = p.transaction AND x.pid IS NULL
+    JOIN pg_catalog.pg_locks l ON l.virtualtransaction = x.virtualtransaction
+      AND l.pid IS NULL
+    WHERE p.database = pg_catalog.current_database()
+      AND l.relation IN (${
+    TABLES.map((table) => `pg_catalog.to_regclass('${s}.${table}')`)
+      .join(", ")
+  })`;
+}
+
+/**
+ * The statements that end the prepared transactions `held` names (see
+ * `preparedLocks`): `COMMIT PREPARED 'gid' or ROLLBACK PREPARED 'gid'`,
+ * for each.
+ *
+ * @param held The prepared transactions, as `preparedLocks` answers them.
+ * @returns The statements, `; `-separated.
+ *
+ * @example
+ * ```ts
+ * import { preparedEnds } from "./_postgres_schema.ts";
+ * import assert from "node:assert/strict";
+ *
+ * assert.equal(
+ *   preparedEnds("'tm-4711', prepared at 2026-12-07 by app"),
+ *   "COMMIT PREPARED 'tm-4711' or ROLLBACK PREPARED 'tm-4711'",
+ * );
+ * ```
+ */
+export function preparedEnds(held: string): string {
+  return [...held.matchAll(/('(?:[^']|'')*'), prepared at /g)]
+    .map(([, gid]) => `COMMIT PREPARED ${gid} or ROLLBACK PREPARED ${gid}`)
+    .join("; ");
+}
+
+/**
  * The statement that empties the store's tables in `schema` (a checked
  * identifier), and leaves them migrated: what a refused move says to run
  * where nothing in the schema is needed. `TRUNCATE` refuses a table

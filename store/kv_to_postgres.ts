@@ -41,6 +41,8 @@ import {
   DURABLE_COMMIT,
   emptying,
   migrated,
+  preparedEnds,
+  preparedLocks,
   readOnlyReason,
   SCHEMA_NAME,
   timeoutAtLeast,
@@ -165,6 +167,29 @@ export interface KvToPostgresReport {
 
 /** Rows sent per `INSERT`: 1,000 intents are 10,000 parameters, of 65,535. */
 const BATCH = 1000;
+
+/**
+ * The move's refusals of tables another session held past `LOCK_MS`:
+ * where a prepared transaction held them, it is named instead.
+ */
+const TABLES_HELD = new WeakSet<object>();
+
+/**
+ * The prepared transactions that hold a lock on the store's tables in
+ * `schema`, as `preparedLocks` answers them; empty where none does, or
+ * the question failed.
+ */
+async function preparedHolders(
+  client: postgres.Sql,
+  schema: string,
+): Promise<string> {
+  try {
+    const [row] = ownRows(await client.unsafe(preparedLocks(schema), [1]));
+    return String(row?.held ?? "");
+  } catch {
+    return "";
+  }
+}
 
 /** How long the move waits for the store's tables (`lock_timeout`). */
 const LOCK_MS = 10_000;
@@ -445,10 +470,12 @@ export async function moveKvToPostgres(
       ));
     } catch (error) {
       if ((error as { code?: unknown }).code !== "55P03") throw error;
-      throw new BusyError(
+      const held = new BusyError(
         `Cannot move into schema ${schema} as another session held its tables for over ${LOCK_MS}ms (see pg_stat_activity): stop every instance of the service on it, then run the move again. Nothing was moved.`,
         { cause: error },
       );
+      TABLES_HELD.add(held);
+      throw held;
     }
     await refuseNonEmpty(tx, schema, kv, prefix, encoding);
     // Deno KV's versionstamps grow with every commit, and a commit of
@@ -603,6 +630,19 @@ export async function moveKvToPostgres(
     }
     await refuseWrittenSince(kv, prefix, start);
   }).catch(async (error) => {
+    if (TABLES_HELD.has(error)) {
+      // Asked once the transaction rolled back: a client of one connection
+      // has none other. A prepared transaction (two-phase commit) holds
+      // its locks with no session, so pg_stat_activity shows none.
+      const prepared = await preparedHolders(client, schema);
+      if (prepared === "") throw error;
+      throw new BusyError(
+        `Cannot move into schema ${schema} as a prepared transaction held its tables for over ${LOCK_MS}ms: ${prepared}. No session holds it, so pg_stat_activity shows none: once the application that prepared it has given up on it, end it with ${
+          preparedEnds(prepared)
+        } (see pg_prepared_xacts), then run the move again. Nothing was moved.`,
+        { cause: (error as Error).cause },
+      );
+    }
     if (!connectionLost(error)) throw error;
     const idle = await shortIdle(client);
     throw new Error(

@@ -57,11 +57,12 @@ import {
   migrated,
   migration,
   OUTSIDE_WRITE,
+  preparedEnds,
+  preparedLocks,
   readOnlyReason,
   rowSecured,
   rowSecurity,
   SCHEMA_NAME,
-  TABLES,
   timeoutAtLeast,
 } from "./_postgres_schema.ts";
 import { describeError, oneLine } from "../policy/_walk.ts";
@@ -4572,30 +4573,6 @@ function outsideRule(
 }
 
 /**
- * One query answering `held` (its one parameter, 1, as the store's reads
- * have one: see `#selectOne`): the prepared transactions of this database
- * that hold a lock on one of the store's tables in `schema` (checked, as
- * `SCHEMA_NAME`), each `'gid', prepared at … by role`, comma-separated, or
- * empty. A row lock's holder has the table's lock too; a prepared
- * transaction's locks show in pg_locks with no pid, under the virtual
- * transaction of its transaction id's own lock.
- */
-function preparedLocks(schema: string): string {
-  return `SELECT coalesce(pg_catalog.string_agg(DISTINCT pg_catalog.format('%L, prepared at %s by %s', p.gid, p.prepared, p.owner), ', '), '') AS held,
-      $1::int AS described
-    FROM pg_catalog.pg_prepared_xacts p
-    JOIN pg_catalog.pg_locks x ON x.locktype = 'transactionid'
-      AND x.transactionid = p.transaction AND x.pid IS NULL
-    JOIN pg_catalog.pg_locks l ON l.virtualtransaction = x.virtualtransaction
-      AND l.pid IS NULL
-    WHERE p.database = pg_catalog.current_database()
-      AND l.relation IN (${
-    TABLES.map((table) => `pg_catalog.to_regclass('"${schema}".${table}')`)
-      .join(", ")
-  })`;
-}
-
-/**
  * The words of a write that the prepared transactions `prepared` (see
  * `preparedLocks`) held up, as `how` says.
  */
@@ -4603,17 +4580,6 @@ function preparedHeld(what: string, how: string, prepared: string): string {
   return `Cannot ${what} as a prepared transaction ${how}: ${prepared}. No session holds it, so pg_stat_activity shows none: once the application that prepared it has given up on it, end it with ${
     preparedEnds(prepared)
   } (see pg_prepared_xacts). Nothing was written; retry`;
-}
-
-/**
- * The statements that end the prepared transactions `held` names (see
- * `preparedLocks`): `COMMIT PREPARED 'gid' or ROLLBACK PREPARED 'gid'`,
- * for each.
- */
-function preparedEnds(held: string): string {
-  return [...held.matchAll(/('(?:[^']|'')*'), prepared at /g)]
-    .map(([, gid]) => `COMMIT PREPARED ${gid} or ROLLBACK PREPARED ${gid}`)
-    .join("; ");
 }
 
 /**
