@@ -195,6 +195,29 @@ const FUNCTIONS = [
 const CALLED = ["refuse_replay(bigint)", "refuse_stale(bigint)"] as const;
 const COLUMNS = [["intents", "tx_hashes"]] as const;
 /**
+ * The columns of the store's tables that are NOT NULL with no default,
+ * which its INSERTs give a value: any other such column (one a team added
+ * since) fails each INSERT, what {@linkcode migrated} reports as
+ * `unfilled`. A NOT NULL column added here without a default goes here.
+ */
+const FILLED: readonly (readonly [string, readonly string[]])[] = [
+  ["intents", ["id", "state"]],
+  ["holds", ["intent_id", "state"]],
+  ["leases", ["intent_id", "owner", "expires_at"]],
+  ["counters", ["job_id", "deliveries", "expires_at"]],
+  ["claims", ["key", "expires_at"]],
+  ["dead_letters", [
+    "job_id",
+    "intent_id",
+    "deliveries",
+    "cause",
+    "reason",
+    "resolution",
+    "last_error",
+    "poisoned_at",
+  ]],
+];
+/**
  * The privileges the store's calls use, which a service role that does
  * not own the schema needs granted (see docs/postgres.md): what
  * {@linkcode migrated} reports missing. Intents and holds are never
@@ -259,7 +282,10 @@ export function readOnlyReason(standby: boolean, who: string): string {
  * or empty), where it would read a payment as missing; and `unwritable`
  * which of the writes its calls make no row-level security policy lets
  * it make (`UPDATE on relayer.intents, …`, or empty), where a policy FOR
- * SELECT alone let it start and its writes changed no row. Text, not an array: a client without
+ * SELECT alone let it start and its writes changed no row; and `unfilled` which columns
+ * of its tables are NOT NULL with no default though its INSERTs give them
+ * no value (`relayer.intents.team_ref, …`, or empty): a column a team
+ * added since, which fails each of those INSERTs. Text, not an array: a client without
  * the server's types (through a pooler in transaction mode) reads an
  * array as its literal `{…}`. `migrate()` asks it
  * first, at every start, and runs no DDL when it is true: even an
@@ -352,7 +378,22 @@ export function migrated(schema: string): string {
         )
       )
     ).join(",\n    ")
-  }]::text[], ', ') AS unwritable`;
+  }]::text[], ', ') AS unwritable,
+  pg_catalog.array_to_string(ARRAY(
+    SELECT pg_catalog.format('%s.%s.%s', '${schema}', c.relname, a.attname)
+    FROM pg_catalog.pg_attribute a
+    JOIN pg_catalog.pg_class c ON c.oid = a.attrelid
+    WHERE a.attrelid IN (${
+    FILLED.map(([table]) => `to_regclass('${s}.${table}')`).join(", ")
+  })
+      AND a.attnum > 0 AND NOT a.attisdropped AND a.attnotnull
+      AND NOT a.atthasdef AND a.attidentity = '' AND a.attgenerated = ''
+      AND (c.relname::text, a.attname::text) NOT IN (${
+    FILLED.flatMap(([table, columns]) =>
+      columns.map((column) => `('${table}', '${column}')`)
+    ).join(", ")
+  })
+    ORDER BY 1), ', ') AS unfilled`;
 }
 
 /**

@@ -1214,6 +1214,15 @@ export class PostgresStore implements Store {
         `Cannot use the PostgreSQL schema "${this.#schema}" as row-level security lets this role read but not write there: no policy allows it ${unwritable}, so those writes change no row or fail. Add a policy for this role FOR ALL that lets it see and write every row, give it BYPASSRLS, or disable row-level security there`,
       );
     }
+    const unfilled = String(current?.unfilled ?? "");
+    if (current?.current === true && unfilled !== "") {
+      // A column a team added NOT NULL with no default (their schema
+      // grows): each INSERT into its table would fail, createIntent's on
+      // intents, admit's on counters: say so at start.
+      throw new Error(
+        `Cannot use the PostgreSQL schema "${this.#schema}" as ${unfilled} is NOT NULL with no default, a column the store's migration did not make and its INSERTs give no value, so each would fail: give it a DEFAULT (ALTER TABLE … ALTER COLUMN … SET DEFAULT …), or make it nullable`,
+      );
+    }
     await this.#checkTransactions();
     if (current?.current !== true) await this.#migrateBounded();
     await this.#checkPooler();

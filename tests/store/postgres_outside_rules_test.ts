@@ -113,3 +113,36 @@ Deno.test({
     assert.equal((await store.createIntent({ id: "pi_1" })).version, "1");
   }),
 });
+
+Deno.test({
+  name:
+    "PostgresStore.migrate() refuses a schema where a team added a NOT NULL column with no default to a table the store inserts into, naming it and what to do, and starts once it has a default",
+  ignore,
+  fn: onFreshSchema({}, async ({ admin, schema, store }) => {
+    await admin.unsafe(
+      `ALTER TABLE "${schema}".counters ADD COLUMN team_ref text NOT NULL DEFAULT 'old';
+      ALTER TABLE "${schema}".counters ALTER COLUMN team_ref DROP DEFAULT;
+      ALTER TABLE "${schema}".intents ADD COLUMN team_note text NOT NULL DEFAULT '';
+      ALTER TABLE "${schema}".intents ADD COLUMN team_seq bigint GENERATED ALWAYS AS IDENTITY;
+      ALTER TABLE "${schema}".intents ADD COLUMN team_opt text`,
+    );
+    // Before: it started, and every delivery's count failed 'null value in
+    // column "team_ref" of relation "counters" violates not-null
+    // constraint'.
+    await assert.rejects(
+      store.migrate(),
+      (error: Error) => {
+        assert.equal(
+          error.message,
+          `Cannot use the PostgreSQL schema "${schema}" as ${schema}.counters.team_ref is NOT NULL with no default, a column the store's migration did not make and its INSERTs give no value, so each would fail: give it a DEFAULT (ALTER TABLE … ALTER COLUMN … SET DEFAULT …), or make it nullable`,
+        );
+        return true;
+      },
+    );
+    await admin.unsafe(
+      `ALTER TABLE "${schema}".counters ALTER COLUMN team_ref SET DEFAULT 'new'`,
+    );
+    await store.migrate();
+    assert.equal(await store.admit({ count: "pi_1/settle", now: 1 }), 1);
+  }),
+});
