@@ -420,6 +420,16 @@ export async function moveKvToPostgres(
       { refused: true },
     );
   }
+  // A column a team added NOT NULL with no default: the move's inserts
+  // into its table would fail in the server's words alone, as
+  // PostgresStore.migrate() refuses such a schema at start.
+  const unfilled = String(check?.unfilled ?? "");
+  if (check?.current === true && unfilled !== "") {
+    throw new ConflictError(
+      `Cannot move into schema ${schema} as ${unfilled} is NOT NULL with no default, a column the store's migration did not make and the move's inserts give no value: give it a DEFAULT (ALTER TABLE … ALTER COLUMN … SET DEFAULT …), or make it nullable, then run the move again. Nothing was moved.`,
+      { refused: true },
+    );
+  }
   if (check?.current !== true) {
     throw new ConflictError(
       `Cannot move into schema ${schema} as it is not migrated: run await new PostgresStore(sql, { schema: "${schema}" }).migrate() first (as the schema's owner), then the move. Nothing was moved.`,
