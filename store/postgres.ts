@@ -4541,9 +4541,9 @@ function noneUnencodable(error: unknown): never[] {
 
 /**
  * What refused a statement, where a rule the store's migration does not
- * make did (see `#run`): a CHECK, NOT NULL, foreign key or exclusion
- * constraint added to one of its tables, or a trigger's function that
- * raised (the server's `where` names a PL/pgSQL function other than the
+ * make did (see `#run`): a CHECK, NOT NULL, unique (but a primary key),
+ * foreign key or exclusion constraint added to one of its tables, or a
+ * trigger's function that raised (the server's `where` names a PL/pgSQL function other than the
  * store's own, whose errors carry their own codes, RL…, and the inline
  * block of its commit); else `null`.
  */
@@ -4564,6 +4564,15 @@ function outsideRule(
           typeof column_name === "string" ? column_name : "…"
         } SET DEFAULT …), or is nullable`,
       };
+    case "23505":
+      // The store's own unique constraints are its tables' primary keys:
+      // a violation of one is a race (see `#run`), of another an index a
+      // team added (one tx hash per intent), which no re-read mends.
+      if (
+        typeof table_name !== "string" ||
+        constraint_name === `${table_name}_pkey`
+      ) return null;
+      // falls through
     case "23514":
     case "23503":
     case "23P01":

@@ -146,3 +146,42 @@ Deno.test({
     assert.equal(await store.admit({ count: "pi_1/settle", now: 1 }), 1);
   }),
 });
+
+Deno.test({
+  name:
+    "PostgresStore names a unique index a team added to its intents (one tx hash per intent) as theirs, marked nothing written, not as another writer's race: the record of a second intent's broadcast of that hash fails so",
+  ignore,
+  fn: onFreshSchema({}, async ({ admin, schema, store }) => {
+    for (const id of ["pi_1", "pi_2"]) {
+      await store.createIntent({ id, state: "authorized", hold: "pending" });
+      await store.transition(id, {
+        from: "authorized",
+        to: "settling",
+        version: "1",
+        at: 1,
+      });
+    }
+    await admin.unsafe(
+      `CREATE UNIQUE INDEX team_one_hash ON "${schema}".intents (last_tx_hash)`,
+    );
+    await store.recordBroadcast("pi_1", "2", {
+      outcome: "sent",
+      txHash: "0xabc",
+      at: 2,
+    });
+    // Before: a ConflictError, "Cannot record a broadcast for pi_2 as
+    // another writer changed it at the same time; re-read it", where no
+    // writer had: the relayer re-read and met it again.
+    await assert.rejects(
+      store.recordBroadcast("pi_2", "2", {
+        outcome: "sent",
+        txHash: "0xabc",
+        at: 2,
+      }),
+      refusedFor(
+        /^Cannot record a broadcast for pi_2 as PostgreSQL refused it for the constraint "team_one_hash" on intents \(duplicate key value violates unique constraint "team_one_hash"\)/,
+      ),
+    );
+    assert.equal((await store.getIntent("pi_2"))?.version, "2");
+  }),
+});
