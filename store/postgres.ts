@@ -63,6 +63,7 @@ import {
   rowSecured,
   rowSecurity,
   SCHEMA_NAME,
+  TABLES,
   timeoutAtLeast,
 } from "./_postgres_schema.ts";
 import { describeError, oneLine } from "../policy/_walk.ts";
@@ -4540,6 +4541,21 @@ function noneUnencodable(error: unknown): never[] {
 }
 
 /**
+ * The constraints the store's migration makes, as PostgreSQL names them:
+ * each table's primary key and CHECKs, and the holds' foreign key.
+ */
+const OWN_CONSTRAINTS: ReadonlySet<string> = new Set([
+  ...TABLES.map((table) => `${table}_pkey`),
+  "intents_check",
+  "intents_state_check",
+  "intents_last_outcome_check",
+  "holds_state_check",
+  "holds_intent_id_fkey",
+  "counters_deliveries_check",
+  "dead_letters_cause_check",
+]);
+
+/**
  * What refused a statement, where a rule the store's migration does not
  * make did (see `#run`): a CHECK, NOT NULL, unique (but a primary key),
  * foreign key or exclusion constraint added to one of its tables, or a
@@ -4553,6 +4569,12 @@ function outsideRule(
   const { code, message, where, constraint_name, table_name, column_name } =
     (error ?? {}) as Record<string, unknown>;
   if (typeof code !== "string" || code.startsWith("RL")) return null;
+  // The store's own constraints are its migration's: a primary key's
+  // violation is a race (see `#run`); an index a team added (one tx hash
+  // per intent) no re-read mends.
+  if (
+    typeof constraint_name === "string" && OWN_CONSTRAINTS.has(constraint_name)
+  ) return null;
   const table = typeof table_name === "string" ? ` on ${table_name}` : "";
   const said = oneLine(String(message));
   const fix = "that rule lets the store's writes through, or is removed";
@@ -4565,14 +4587,6 @@ function outsideRule(
         } SET DEFAULT …), or is nullable`,
       };
     case "23505":
-      // The store's own unique constraints are its tables' primary keys:
-      // a violation of one is a race (see `#run`), of another an index a
-      // team added (one tx hash per intent), which no re-read mends.
-      if (
-        typeof table_name !== "string" ||
-        constraint_name === `${table_name}_pkey`
-      ) return null;
-      // falls through
     case "23514":
     case "23503":
     case "23P01":
