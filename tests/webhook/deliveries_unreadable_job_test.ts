@@ -155,6 +155,29 @@ Deno.test("POST /v1/deliveries keeps a job encoded as JSON twice (a JSON text of
   );
 });
 
+Deno.test("POST /v1/deliveries names no intent for a job encoded as JSON three times, nor for a job text whose intent id no intent can have: the letter is kept with no intent guessed", async () => {
+  const { app, store } = await makeApp({
+    intents: [{ id: "pi_0001", state: "authorized", hold: "pending" }],
+  });
+  const job = { intentId: "pi_0001", kind: "settle" };
+  for (
+    const [i, text] of [
+      JSON.stringify(JSON.stringify(job)),
+      JSON.stringify({ intentId: "pi 0001", kind: "settle" }),
+      JSON.stringify({ intentId: "x".repeat(129), kind: "settle" }),
+    ].entries()
+  ) {
+    const res = await app.request(
+      "/v1/deliveries",
+      await genericRequest(JSON.stringify({ job: text, delivery: 2 + i })),
+    );
+    assert.equal(res.status, 400, text);
+    assert.match((await res.json()).detail, /it names no intent/, text);
+  }
+  const letters = (await store.listDeadLetters({ limit: 10 })).items;
+  assert.deepEqual(letters.map((kept) => kept.intentId), ["", "", ""]);
+});
+
 Deno.test("POST /v1/deliveries keeps a signed bare job (no {\"job\": …} around it) as a dead letter naming its intent, then refuses it 400 saying to wrap it; a body without 'job' that names no intent keeps nothing", async () => {
   const { app, store } = await makeApp({
     intents: [{ id: "pi_0001", state: "authorized", hold: "pending" }],
