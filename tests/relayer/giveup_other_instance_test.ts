@@ -16,6 +16,7 @@ import {
   type Sender,
   type Store,
 } from "../../mod.ts";
+import { MemoryStore } from "../../store/memory.ts";
 import { KvStore } from "../../store/kv.ts";
 import { BACKENDS } from "../_stores.ts";
 
@@ -129,3 +130,54 @@ for (const { name, open } of cases) {
     }
   });
 }
+
+Deno.test("a give-up whose receipt check asked the first tx asks the receipt of a rescue's tx another instance recorded since, and settles on it, though the first tx is among those asked", async () => {
+  const store = new MemoryStore();
+  await store.createIntent({
+    id: JOB.intentId,
+    state: "authorized",
+    hold: "pending",
+  });
+  let at = 0;
+  const now = () => at;
+  let release!: () => void;
+  const gate = new Promise<void>((resolve) => release = resolve);
+  let rescuing!: () => void;
+  const rescueSent = new Promise<void>((resolve) => rescuing = resolve);
+  let sends = 0;
+  // The first tx stays pending; the rescue's (same nonce) confirmed.
+  const sender: Sender = {
+    async send() {
+      if (++sends === 1) return { txHash: "0xaaa" };
+      rescuing();
+      await gate;
+      return { txHash: "0xbbb" };
+    },
+    receipt: (txHash: string): Promise<ReceiptStatus> =>
+      Promise.resolve(txHash === "0xbbb" ? "confirmed" : "pending"),
+  };
+  const here = createRelayer({ store, sender, now });
+  assert.equal(
+    (await here.deliver(JOB, 1, { message: QUEUE })).reason,
+    "sent 0xaaa, waiting for confirmation",
+  );
+  at = 301_000; // past stuckAfterMs (300 s): the next delivery rescues
+  const rescue = here.deliver(JOB, 2, { message: QUEUE });
+  await rescueSent;
+  // The give-up's check asks 0xaaa's receipt (pending); the rescue's
+  // record of 0xbbb lands just before its resolution's read.
+  const there = createRelayer({
+    store: readingLate(store, 2, async () => {
+      release();
+      await rescue;
+    }),
+    sender,
+    now,
+  });
+  const outcome = await there.giveUp(JOB, { deliveries: 3, queue: QUEUE });
+  const intent = await store.getIntent(JOB.intentId);
+  assert.deepEqual(
+    [outcome.action, intent?.state, intent?.hold, intent?.txHashes],
+    ["done", "settled", "captured", ["0xaaa", "0xbbb"]],
+  );
+});
