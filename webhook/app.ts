@@ -3255,6 +3255,7 @@ export function createApp(deps: AppDeps): WebhookApp {
     detail: string,
     done: (jobId: string) => Response,
     claim?: ReplayClaim,
+    replay?: () => Response,
   ): Promise<Response> {
     const name = queue === "pubsub"
       ? "Pub/Sub"
@@ -3277,7 +3278,10 @@ export function createApp(deps: AppDeps): WebhookApp {
         detail,
       });
     } catch (error) {
-      if (error instanceof ReplayError) throw replayed();
+      if (error instanceof ReplayError) {
+        if (replay !== undefined) return replay();
+        throw replayed();
+      }
       // Its letter is named by Upstash-Message-Id, which the token does not
       // sign: used up as a failed delivery's token is (see deliver).
       if (queue === "qstash" && claim !== undefined) await useUp(claim);
@@ -3634,7 +3638,12 @@ export function createApp(deps: AppDeps): WebhookApp {
    * nothing kept, a bridge that takes a 4xx as final dropped every job of
    * the batch, and each intent was left with no job and no dead letter.
    * The request's replay claim rides with the last letter, so a letter
-   * that fails (503) leaves the bridge's retry of the batch unrefused.
+   * that fails (503) leaves the bridge's retry of the batch unrefused;
+   * each letter before it carries a claim of its own (the request's key
+   * and its place, `#0`, `#1`, …), which that retry finds taken and skips
+   * the letter (kept by the try that failed), and a replay of the batch
+   * writes none: written without one, a replay answered 401 rewrote them,
+   * a letter discarded since coming back.
    * `undefined` for a body that is no batch.
    */
   async function keptBatch(
@@ -3697,9 +3706,10 @@ export function createApp(deps: AppDeps): WebhookApp {
     }
     if (jobs.size === 0) throw badInput("deliveries", why);
     const kept: string[] = [];
-    let last = jobs.size;
+    let place = 0;
     for (const [raw, { job, attempt }] of jobs) {
       let jobId: string | undefined;
+      const last = ++place === jobs.size;
       const answer = await keepUnreadable(
         "generic",
         raw,
@@ -3709,7 +3719,17 @@ export function createApp(deps: AppDeps): WebhookApp {
           jobId = id;
           return new Response(null);
         },
-        --last === 0 ? claim : undefined,
+        claim === undefined || last
+          ? claim
+          : { ...claim, key: `${claim.key}#${place - 1}` },
+        last ? undefined : () => {
+          // Kept by an earlier try of this request, under its name (as
+          // relayer.keepUnreadable names a letter without an id).
+          jobId = `generic/sha256-${
+            bytesToHex(sha256(new TextEncoder().encode(raw))).slice(0, 32)
+          }/unreadable`;
+          return new Response(null);
+        },
       );
       // Its letter failed: 503, the bridge sends the batch again.
       if (jobId === undefined) return answer;

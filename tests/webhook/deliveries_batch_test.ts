@@ -156,6 +156,35 @@ Deno.test("POST /v1/deliveries refuses a replay of a signed batch whose jobs it 
   assert.deepEqual((await store.listDeadLetters({ limit: 10 })).items, kept);
 });
 
+Deno.test("POST /v1/deliveries refuses a replay of a signed batch of several jobs 401 and writes nothing: a letter discarded since its first delivery stays discarded", async () => {
+  const { app, store } = await makeApp({ intents: [...intents] });
+  const init = await genericRequest(
+    JSON.stringify([
+      { job: { intentId: "pi_0001", kind: "settle" } },
+      { job: { intentId: "pi_0002", kind: "settle" } },
+    ]),
+  );
+  const first = await app.request("/v1/deliveries", init);
+  assert.equal(first.status, 400);
+  await first.body?.cancel();
+  const kept = (await store.listDeadLetters({ limit: 10 })).items;
+  assert.equal(kept.length, 2);
+  // The operator discards pi_0001's letter (a readable job was published).
+  const discarded = kept.find((letter) => letter.intentId === "pi_0001")!;
+  const read = (await store.getDeadLetter(discarded.jobId))!;
+  await store.redrive(discarded.jobId, read.version, { keepCount: true });
+  const left = (await store.listDeadLetters({ limit: 10 })).items;
+  // A replay of the same signed request, within its five minutes.
+  const again = await app.request("/v1/deliveries", init);
+  assert.equal(again.status, 401);
+  assert.match((await again.json()).detail, /already delivered: a replay/);
+  assert.deepEqual(
+    (await store.listDeadLetters({ limit: 10 })).items,
+    left,
+    "the replay wrote a letter",
+  );
+});
+
 Deno.test("POST /v1/deliveries answers 503 for a signed batch whose letter cannot be kept, leaving the signature unused, so the bridge's retry of the same batch keeps each job once", async () => {
   const memory = new MemoryStore();
   let down = true;
@@ -184,13 +213,20 @@ Deno.test("POST /v1/deliveries answers 503 for a signed batch whose letter canno
   down = false;
   const again = await app.request("/v1/deliveries", init);
   assert.equal(again.status, 400);
-  assert.match((await again.json()).detail, /Kept 2 jobs as dead letters/);
+  const { detail } = await again.json();
+  assert.match(detail, /Kept 2 jobs as dead letters/);
+  const letters = (await memory.listDeadLetters({ limit: 10 })).items;
   assert.deepEqual(
-    (await memory.listDeadLetters({ limit: 10 })).items.map((letter) =>
-      letter.intentId
-    ).sort(),
+    letters.map((letter) => letter.intentId).sort(),
     ["pi_0001", "pi_0002"],
   );
+  // The letter the failed try kept is named as it was kept.
+  for (const letter of letters) {
+    assert.ok(
+      detail.includes(`${letter.jobId} for intent ${letter.intentId}`),
+      detail,
+    );
+  }
 });
 
 Deno.test("POST /v1/deliveries keeps the readable jobs of a signed batch encoded as JSON twice (a bridge that stringifies its batch) and says it is a JSON text of a batch", async () => {
