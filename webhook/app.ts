@@ -1509,7 +1509,9 @@ function sqsRecord(record: unknown): { element: unknown; count?: number } {
  */
 function batchJob(
   element: unknown,
-): { job: unknown; attempt: unknown } | undefined {
+):
+  | { job: unknown; attempt: unknown; delivery: unknown; gaveUp: unknown }
+  | undefined {
   let value = element;
   if (typeof value === "string") {
     try {
@@ -1531,7 +1533,12 @@ function batchJob(
   } catch {
     return undefined;
   }
-  return { job, attempt: attemptSeen(delivery, gaveUp ?? undefined) };
+  return {
+    job,
+    attempt: attemptSeen(delivery, gaveUp ?? undefined),
+    delivery,
+    gaveUp: gaveUp ?? undefined,
+  };
 }
 
 /**
@@ -3617,11 +3624,11 @@ export function createApp(deps: AppDeps): WebhookApp {
       JSON.stringify(job),
       { attempt: attemptSeen(delivery, gaveUp ?? undefined), job },
       why,
-      (jobId) =>
+      letterKept(delivery, gaveUp ?? undefined, (jobId) =>
         badInput(
           "deliveries",
           `${why} Kept as the dead letter ${jobId}: publish a readable job for intent ${intentId}, then discard the letter.`,
-        ).response,
+        ).response),
       claim,
     );
   }
@@ -3686,7 +3693,10 @@ export function createApp(deps: AppDeps): WebhookApp {
     }
     const why =
       `The body is a batch (${twice}${what}): POST /v1/deliveries takes one delivery per request, ${DELIVERY_EXAMPLE}: ${how}.`;
-    const jobs = new Map<string, { job: unknown; attempt: unknown }>();
+    const jobs = new Map<
+      string,
+      { job: unknown; attempt: unknown; delivery: unknown; gaveUp: unknown }
+    >();
     let unkept = 0;
     for (const { element, count } of elements) {
       const seen = batchJob(element);
@@ -3697,7 +3707,7 @@ export function createApp(deps: AppDeps): WebhookApp {
       const raw = JSON.stringify(seen.job);
       if (!jobs.has(raw)) {
         jobs.set(raw, {
-          job: seen.job,
+          ...seen,
           attempt: seen.attempt === undefined || seen.attempt === null
             ? count
             : seen.attempt,
@@ -3707,7 +3717,7 @@ export function createApp(deps: AppDeps): WebhookApp {
     if (jobs.size === 0) throw badInput("deliveries", why);
     const kept: string[] = [];
     let place = 0;
-    for (const [raw, { job, attempt }] of jobs) {
+    for (const [raw, { job, attempt, delivery, gaveUp }] of jobs) {
       let jobId: string | undefined;
       const last = ++place === jobs.size;
       const answer = await keepUnreadable(
@@ -3715,10 +3725,11 @@ export function createApp(deps: AppDeps): WebhookApp {
         raw,
         { attempt, job },
         why,
-        (id) => {
+        // Its count said where it cannot be read, as a bare job's is.
+        letterKept(delivery, gaveUp, (id) => {
           jobId = id;
           return new Response(null);
-        },
+        }),
         claim === undefined || last
           ? claim
           : { ...claim, key: `${claim.key}#${place - 1}` },

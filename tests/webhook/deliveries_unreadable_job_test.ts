@@ -385,6 +385,32 @@ Deno.test('POST /v1/deliveries logs a bare job\'s or an unreadable job\'s count 
   ]);
 });
 
+Deno.test("POST /v1/deliveries logs the count it cannot read of a body encoded as JSON twice (delivery \"5\") and of a batch's element, which their letters record as 1, as a bare job's is logged", async () => {
+  const lines: string[] = [];
+  let t = NOW;
+  const { app } = await makeApp({
+    intents: [{ id: "pi_0001", state: "authorized", hold: "pending" }],
+    deps: { log: (line) => lines.push(line), now: () => t },
+  });
+  const counts = () => lines.filter((line) => / is not a count; /.test(line));
+  const refused = async (text: string) => {
+    const res = await app.request(
+      "/v1/deliveries",
+      await genericRequest(text, { timeS: Math.floor(t / 1000) }),
+    );
+    assert.equal(res.status, 400, await res.clone().text());
+    await res.body?.cancel();
+  };
+  const job = { intentId: "pi_0001", kind: "settle" };
+  await refused(JSON.stringify(JSON.stringify({ job, delivery: "5" })));
+  t += 60_000;
+  await refused(JSON.stringify([{ job, gaveUp: { deliveries: "9" } }]));
+  assert.deepEqual(counts(), [
+    'relayer POST /v1/deliveries: delivery "5" is not a count; its dead letter records 1 delivery; send an integer >= 1 (parse a count your queue gives as a string), or leave it out',
+    'relayer POST /v1/deliveries: gaveUp.deliveries "9" is not a count; its dead letter records 1 delivery; send an integer >= 1 (parse a count your queue gives as a string), or leave it out',
+  ]);
+});
+
 Deno.test("POST /v1/deliveries keeps a body encoded as JSON twice (a JSON text of a delivery or of a give-up, as a bridge that stringifies its queue's text sends it) as a dead letter naming its intent, then refuses it 400 saying to send the object itself; a text of anything else names none", async () => {
   const lines: string[] = [];
   const { app, store } = await makeApp({
