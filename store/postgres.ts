@@ -1905,7 +1905,7 @@ export class PostgresStore implements Store {
           error,
         );
       }
-      const rule = outsideRule(error);
+      const rule = outsideRule(error, this.#schema);
       if (rule !== null) {
         // A rule on the store's tables that its migration does not make:
         // an admin's CHECK constraint or NOT NULL column, or a payment
@@ -4565,17 +4565,33 @@ const OWN_CONSTRAINTS: ReadonlySet<string> = new Set([
  */
 function outsideRule(
   error: unknown,
+  schema: string,
 ): { what: string; fix: string } | null {
-  const { code, message, where, constraint_name, table_name, column_name } =
-    (error ?? {}) as Record<string, unknown>;
+  const {
+    code,
+    message,
+    where,
+    constraint_name,
+    schema_name,
+    table_name,
+    column_name,
+  } = (error ?? {}) as Record<string, unknown>;
   if (typeof code !== "string" || code.startsWith("RL")) return null;
   // The store's own constraints are its migration's: a primary key's
   // violation is a race (see `#run`); an index a team added (one tx hash
-  // per intent) no re-read mends.
+  // per intent) no re-read mends. Own only on the store's own tables in
+  // its schema: a team's table that its trigger writes, named as one of
+  // the store's (intents in their schema), has a key of the same name.
+  const elsewhere = typeof schema_name === "string" && schema_name !== schema;
   if (
-    typeof constraint_name === "string" && OWN_CONSTRAINTS.has(constraint_name)
+    !elsewhere && typeof constraint_name === "string" &&
+    OWN_CONSTRAINTS.has(constraint_name) &&
+    (TABLES as readonly unknown[]).includes(table_name) &&
+    constraint_name.startsWith(`${String(table_name)}_`)
   ) return null;
-  const table = typeof table_name === "string" ? ` on ${table_name}` : "";
+  const table = typeof table_name === "string"
+    ? ` on ${elsewhere ? `${schema_name}.` : ""}${table_name}`
+    : "";
   const said = oneLine(String(message));
   const fix = "that rule lets the store's writes through, or is removed";
   switch (code) {

@@ -185,3 +185,59 @@ Deno.test({
     assert.equal((await store.getIntent("pi_2"))?.version, "2");
   }),
 });
+
+Deno.test({
+  name:
+    "PostgresStore names a unique constraint on a team's own table that its trigger writes (a table of theirs named as one of the store's, intents in their schema) as theirs, marked nothing written, not as another writer's race",
+  ignore,
+  fn: onFreshSchema({}, async ({ admin, schema, store }) => {
+    for (const id of ["pi_1", "pi_2"]) {
+      await store.createIntent({ id, state: "authorized", hold: "pending" });
+      await store.transition(id, {
+        from: "authorized",
+        to: "settling",
+        version: "1",
+        at: 1,
+      });
+    }
+    // Their table's primary key is named intents_pkey, as the store's is:
+    // PostgreSQL names it by its table, whatever the schema.
+    const team = `${schema}_team`;
+    try {
+      await admin.unsafe(
+        `CREATE SCHEMA "${team}";
+        CREATE TABLE "${team}".intents (tx_hash text PRIMARY KEY);
+        CREATE FUNCTION "${team}".one_hash() RETURNS trigger
+          LANGUAGE plpgsql AS $$
+          BEGIN
+            IF NEW.last_tx_hash IS DISTINCT FROM OLD.last_tx_hash THEN
+              INSERT INTO "${team}".intents VALUES (NEW.last_tx_hash);
+            END IF;
+            RETURN NULL;
+          END $$;
+        CREATE TRIGGER team_one_hash AFTER UPDATE ON "${schema}".intents
+          FOR EACH ROW EXECUTE FUNCTION "${team}".one_hash()`,
+      );
+      await store.recordBroadcast("pi_1", "2", {
+        outcome: "sent",
+        txHash: "0xabc",
+        at: 2,
+      });
+      // Before: a ConflictError, "… as another writer changed it at the
+      // same time; re-read it", as if the store's own intents_pkey.
+      await assert.rejects(
+        store.recordBroadcast("pi_2", "2", {
+          outcome: "sent",
+          txHash: "0xabc",
+          at: 2,
+        }),
+        refusedFor(
+          /^Cannot record a broadcast for pi_2 as PostgreSQL refused it for the constraint "intents_pkey" on t\w+_team\.intents \(duplicate key value violates unique constraint "intents_pkey"\)/,
+        ),
+      );
+      assert.equal((await store.getIntent("pi_2"))?.version, "2");
+    } finally {
+      await admin.unsafe(`DROP SCHEMA IF EXISTS "${team}" CASCADE`);
+    }
+  }),
+});
