@@ -540,10 +540,16 @@ export function preparedLocks(schema: string): string {
  *   preparedEnds("'tm-4711', prepared at 2026-12-07 by app"),
  *   "COMMIT PREPARED 'tm-4711' or ROLLBACK PREPARED 'tm-4711'",
  * );
+ * assert.equal(
+ *   preparedEnds("E'tm\\\\4711', prepared at 2026-12-07 by app"),
+ *   "COMMIT PREPARED E'tm\\\\4711' or ROLLBACK PREPARED E'tm\\\\4711'",
+ * );
  * ```
  */
 export function preparedEnds(held: string): string {
-  return [...held.matchAll(/('(?:[^']|'')*'), prepared at /g)]
+  // A gid with a backslash is quoted E'…' (its backslash doubled): the
+  // literal with its E, or the statement names another gid.
+  return [...held.matchAll(/(E?'(?:[^']|'')*'), prepared at /g)]
     .map(([, gid]) => `COMMIT PREPARED ${gid} or ROLLBACK PREPARED ${gid}`)
     .join("; ");
 }

@@ -120,3 +120,75 @@ Deno.test({
     }
   }),
 });
+
+Deno.test({
+  name:
+    "PostgresStore: a write held by a prepared transaction whose gid holds a backslash names a COMMIT PREPARED and a ROLLBACK PREPARED that end it",
+  ignore: !postgresAvailable,
+  fn: timeout(60_000, async () => {
+    const server = await startPostgres({
+      settings: { max_prepared_transactions: "4" },
+    });
+    const admin = postgres(server.url, { max: 2, onnotice: () => {} });
+    const sql = postgres(server.url, {
+      max: 2,
+      onnotice: () => {},
+      max_lifetime: null,
+    });
+    const store = new PostgresStore(sql, {
+      schema: "relayer",
+      connectionWaitMs: 1_000,
+    });
+    try {
+      await store.migrate();
+      await store.createIntent({
+        id: "a",
+        state: "authorized",
+        hold: "pending",
+      });
+      const other = await admin.reserve();
+      try {
+        await other.unsafe(
+          `BEGIN; UPDATE relayer.intents SET last_error = last_error WHERE id = 'a'`,
+        );
+        // A transaction manager's gid (PostgreSQL quotes it E'…').
+        await other.unsafe(`PREPARE TRANSACTION 'tm\\4711'`);
+      } finally {
+        other.release();
+      }
+      const error = await store.transition("a", {
+        from: "authorized",
+        to: "settling",
+        version: "1",
+        at: 1,
+      }).then(() => assert.fail("the write went on"), (error: Error) => error);
+      assert.ok(error instanceof BusyError, String(error));
+      const end = / or (ROLLBACK PREPARED .+) \(see pg_prepared_xacts\)/.exec(
+        error.message,
+      )?.[1];
+      assert.ok(end !== undefined, error.message);
+      // Before: "ROLLBACK PREPARED 'tm\\4711'", which names another gid:
+      // 'prepared transaction with identifier "tm\\4711" does not exist'.
+      await admin.unsafe(end);
+      const [row] = await admin`
+        SELECT count(*)::int AS n FROM pg_catalog.pg_prepared_xacts`;
+      assert.equal(row?.n, 0);
+    } finally {
+      store.close();
+      await sql.end({ timeout: 0 }).catch(() => {});
+      await admin.unsafe(
+        `SELECT gid FROM pg_catalog.pg_prepared_xacts`,
+      ).then((rows) =>
+        Promise.all(
+          rows.map((r) =>
+            admin.unsafe(
+              `ROLLBACK PREPARED '${String(r.gid).replaceAll("'", "''")}'`,
+            )
+          ),
+        )
+      ).catch(() => {});
+      await admin.end({ timeout: 0 }).catch(() => {});
+      await server.stop();
+    }
+  }),
+});
