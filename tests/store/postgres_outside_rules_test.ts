@@ -13,6 +13,7 @@
 import assert from "node:assert/strict";
 import { createRelayer, ScriptedSender } from "../../mod.ts";
 import { isNotWritten } from "../../store/_not_written.ts";
+import type { PostgresStore } from "../../store/postgres.ts";
 import { onFreshSchema, postgresAvailable } from "../_postgres.ts";
 
 const ignore = !postgresAvailable;
@@ -28,6 +29,28 @@ function refusedFor(said: RegExp): (error: Error) => boolean {
     assert.equal(isNotWritten(error), true);
     return true;
   };
+}
+
+/** `pi_1` and `pi_2`, each authorized with its hold pending, moved to settling. */
+async function settlingBoth(store: PostgresStore): Promise<void> {
+  for (const id of ["pi_1", "pi_2"]) {
+    await store.createIntent({ id, state: "authorized", hold: "pending" });
+    await store.transition(id, {
+      from: "authorized",
+      to: "settling",
+      version: "1",
+      at: 1,
+    });
+  }
+}
+
+/** The record of `id`'s broadcast of `0xabc`, sent at 2, on version 2. */
+function recordSent(store: PostgresStore, id: string): Promise<unknown> {
+  return store.recordBroadcast(id, "2", {
+    outcome: "sent",
+    txHash: "0xabc",
+    at: 2,
+  });
 }
 
 Deno.test({
@@ -152,32 +175,16 @@ Deno.test({
     "PostgresStore names a unique index a team added to its intents (one tx hash per intent) as theirs, marked nothing written, not as another writer's race: the record of a second intent's broadcast of that hash fails so",
   ignore,
   fn: onFreshSchema({}, async ({ admin, schema, store }) => {
-    for (const id of ["pi_1", "pi_2"]) {
-      await store.createIntent({ id, state: "authorized", hold: "pending" });
-      await store.transition(id, {
-        from: "authorized",
-        to: "settling",
-        version: "1",
-        at: 1,
-      });
-    }
+    await settlingBoth(store);
     await admin.unsafe(
       `CREATE UNIQUE INDEX team_one_hash ON "${schema}".intents (last_tx_hash)`,
     );
-    await store.recordBroadcast("pi_1", "2", {
-      outcome: "sent",
-      txHash: "0xabc",
-      at: 2,
-    });
+    await recordSent(store, "pi_1");
     // Before: a ConflictError, "Cannot record a broadcast for pi_2 as
     // another writer changed it at the same time; re-read it", where no
     // writer had: the relayer re-read and met it again.
     await assert.rejects(
-      store.recordBroadcast("pi_2", "2", {
-        outcome: "sent",
-        txHash: "0xabc",
-        at: 2,
-      }),
+      recordSent(store, "pi_2"),
       refusedFor(
         /^Cannot record a broadcast for pi_2 as PostgreSQL refused it for the constraint "team_one_hash" on intents \(duplicate key value violates unique constraint "team_one_hash"\)/,
       ),
@@ -191,15 +198,7 @@ Deno.test({
     "PostgresStore names a unique constraint on a team's own table that its trigger writes (a table of theirs named as one of the store's, intents in their schema) as theirs, marked nothing written, not as another writer's race",
   ignore,
   fn: onFreshSchema({}, async ({ admin, schema, store }) => {
-    for (const id of ["pi_1", "pi_2"]) {
-      await store.createIntent({ id, state: "authorized", hold: "pending" });
-      await store.transition(id, {
-        from: "authorized",
-        to: "settling",
-        version: "1",
-        at: 1,
-      });
-    }
+    await settlingBoth(store);
     // Their table's primary key is named intents_pkey, as the store's is:
     // PostgreSQL names it by its table, whatever the schema.
     const team = `${schema}_team`;
@@ -218,19 +217,11 @@ Deno.test({
         CREATE TRIGGER team_one_hash AFTER UPDATE ON "${schema}".intents
           FOR EACH ROW EXECUTE FUNCTION "${team}".one_hash()`,
       );
-      await store.recordBroadcast("pi_1", "2", {
-        outcome: "sent",
-        txHash: "0xabc",
-        at: 2,
-      });
+      await recordSent(store, "pi_1");
       // Before: a ConflictError, "… as another writer changed it at the
       // same time; re-read it", as if the store's own intents_pkey.
       await assert.rejects(
-        store.recordBroadcast("pi_2", "2", {
-          outcome: "sent",
-          txHash: "0xabc",
-          at: 2,
-        }),
+        recordSent(store, "pi_2"),
         refusedFor(
           /^Cannot record a broadcast for pi_2 as PostgreSQL refused it for the constraint "intents_pkey" on t\w+_team\.intents \(duplicate key value violates unique constraint "intents_pkey"\)/,
         ),
