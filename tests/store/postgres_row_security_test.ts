@@ -15,7 +15,13 @@
 
 import assert from "node:assert/strict";
 import postgres from "postgres";
-import { ConflictError, createRelayer, ScriptedSender } from "../../mod.ts";
+import {
+  ConflictError,
+  createRelayer,
+  type Intent,
+  type Relayer,
+  ScriptedSender,
+} from "../../mod.ts";
 import { isNotRead, isNotWritten } from "../../store/_not_written.ts";
 import { PostgresStore } from "../../store/postgres.ts";
 import { createApp } from "../../webhook/app.ts";
@@ -36,6 +42,33 @@ function hides(tables: string): RegExp {
       tables.replaceAll(".", "\\.")
     } from this role: add a policy for it that lets it see and write every row, give it BYPASSRLS, or disable row-level security there\\.`,
   );
+}
+
+/** A client of two connections logged in as `role` (its password `<role>-pw`). */
+async function roleClient(role: string): Promise<postgres.Sql> {
+  const url = new URL(await postgresUrl());
+  url.username = role;
+  url.password = `${role}-pw`;
+  return postgres(url.href, { max: 2, onnotice: () => {} });
+}
+
+/** A relayer on `store` that sends nothing, three deliveries to a job. */
+function threeTries(store: PostgresStore): Relayer {
+  return createRelayer({
+    store,
+    sender: new ScriptedSender({}),
+    policy: { maxDeliveries: 3 },
+  });
+}
+
+/** `id`'s move from authorized to settling, at version 1, at 1. */
+function toSettling(store: PostgresStore, id: string): Promise<Intent> {
+  return store.transition(id, {
+    from: "authorized",
+    to: "settling",
+    version: "1",
+    at: 1,
+  });
 }
 
 /**
@@ -59,10 +92,7 @@ async function serviceStore(
   const schema = freshSchema();
   const role = `r${freshSchema()}`;
   await admin.unsafe(`CREATE ROLE "${role}" LOGIN PASSWORD '${role}-pw'`);
-  const url = new URL(await postgresUrl());
-  url.username = role;
-  url.password = `${role}-pw`;
-  const sql = postgres(url.href, { max: 2, onnotice: () => {} });
+  const sql = await roleClient(role);
   try {
     const owner = new PostgresStore(admin, { schema });
     await owner.migrate();
@@ -104,11 +134,7 @@ Deno.test({
     30_000,
     () =>
       serviceStore(["pi_1"], async ({ owner, store, schema, rls }) => {
-        const relayer = createRelayer({
-          store,
-          sender: new ScriptedSender({}),
-          policy: { maxDeliveries: 3 },
-        });
+        const relayer = threeTries(store);
         await rls("intents");
         // Before: getIntent answered null, the deliveries "intent pi_1 not
         // found", and the last was poisoned, "job dropped, intent not
@@ -126,12 +152,7 @@ Deno.test({
         // A write's own read: before, "Cannot transition intent pi_1 as
         // the intent does not exist", a refusal (the job's failure).
         await assert.rejects(
-          store.transition("pi_1", {
-            from: "authorized",
-            to: "settling",
-            version: "1",
-            at: 1,
-          }),
+          toSettling(store, "pi_1"),
           hides(`${schema}.intents`),
         );
         assert.equal(await owner.getDeadLetter("pi_1/settle"), null);
@@ -150,11 +171,7 @@ Deno.test({
     30_000,
     () =>
       serviceStore(["pi_2"], async ({ owner, store, schema, rls }) => {
-        const relayer = createRelayer({
-          store,
-          sender: new ScriptedSender({}),
-          policy: { maxDeliveries: 3 },
-        });
+        const relayer = threeTries(store);
         await rls("holds");
         // Before: the intent read with no hold, and delivery 1 was poisoned,
         // "the hold of pi_2 is not recorded: nothing to settle", its job
@@ -210,11 +227,7 @@ Deno.test({
         // What the role's deliveries meet, started before the policy: the
         // compare-and-set's row hidden from its UPDATE, said as the store
         // failing (tests below); once "changed since it was read", for good.
-        const relayer = createRelayer({
-          store,
-          sender: new ScriptedSender({}),
-          policy: { maxDeliveries: 3 },
-        });
+        const relayer = threeTries(store);
         await assert.rejects(
           relayer.deliver({ intentId: "pi_3", kind: "settle" }, 1),
           /as row-level security lets this role read but not write there/,
@@ -236,12 +249,7 @@ Deno.test({
         );
         const started = new PostgresStore(sql, { schema });
         await started.migrate();
-        const moved = await started.transition("pi_3", {
-          from: "authorized",
-          to: "settling",
-          version: "1",
-          at: 1,
-        });
+        const moved = await toSettling(started, "pi_3");
         assert.equal(moved.state, "settling");
       },
     )),
@@ -284,11 +292,7 @@ Deno.test({
           );
           const words =
             `row-level security lets this role read but not write there: no policy allows it INSERT on ${schema}.intents, UPDATE on ${schema}.intents, so those writes change no row or fail. Add a policy for this role FOR ALL that lets it see and write every row, give it BYPASSRLS, or disable row-level security there. Nothing was written; deliveries retry until then`;
-          const relayer = createRelayer({
-            store,
-            sender: new ScriptedSender({}),
-            policy: { maxDeliveries: 3 },
-          });
+          const relayer = threeTries(store);
           // Before: each delivery answered retry, "Cannot move pi_5 from
           // authorized to settling as its intent changed since it was read;
           // re-read it", past its last, with nothing to say why.
@@ -332,12 +336,7 @@ Deno.test({
           await admin.unsafe(
             `ALTER TABLE "${schema}".intents DISABLE ROW LEVEL SECURITY`,
           );
-          await owner.transition("pi_5", {
-            from: "authorized",
-            to: "settling",
-            version: "1",
-            at: 1,
-          });
+          await toSettling(owner, "pi_5");
           await assert.rejects(
             store.transition("pi_5", {
               from: "settling",
@@ -365,11 +364,7 @@ Deno.test({
         await admin.unsafe(
           `REVOKE INSERT, UPDATE ON "${schema}".intents FROM "${role}"`,
         );
-        const relayer = createRelayer({
-          store,
-          sender: new ScriptedSender({}),
-          policy: { maxDeliveries: 3 },
-        });
+        const relayer = threeTries(store);
         // Before: a PostgresError, "permission denied for table intents",
         // not marked as nothing written.
         await assert.rejects(
@@ -400,12 +395,7 @@ Deno.test({
         await admin.unsafe(
           `GRANT SELECT, INSERT, UPDATE ON "${schema}".intents TO "${role}"`,
         );
-        const moved = await store.transition("pi_6", {
-          from: "authorized",
-          to: "settling",
-          version: "1",
-          at: 1,
-        });
+        const moved = await toSettling(store, "pi_6");
         assert.equal(moved.state, "settling");
       }),
   ),
@@ -420,10 +410,7 @@ Deno.test({
     () =>
       serviceStore(["pi_7"], async ({ owner, schema, rls, admin, role }) => {
         await admin.unsafe(`ALTER ROLE "${role}" SET row_security = off`);
-        const url = new URL(await postgresUrl());
-        url.username = role;
-        url.password = `${role}-pw`;
-        const sql = postgres(url.href, { max: 2, onnotice: () => {} });
+        const sql = await roleClient(role);
         const store = new PostgresStore(sql, { schema });
         try {
           await store.migrate();
