@@ -13,15 +13,44 @@
  */
 
 import assert from "node:assert/strict";
-import { MemoryStore } from "../../mod.ts";
-import { genericRequest, lettersDown, makeApp, NOW, OPS } from "./_app.ts";
+import { type DeadLetter, MemoryStore } from "../../mod.ts";
+import {
+  AUTHORIZED,
+  genericRequest,
+  lettersDown,
+  makeApp,
+  NOW,
+  OPS,
+} from "./_app.ts";
 
 const typo = { intentId: "pi_0001", kind: "Settle" };
+
+/** The dead letters `store` keeps, the first ten. */
+async function lettersOf(store: MemoryStore): Promise<readonly DeadLetter[]> {
+  return (await store.listDeadLetters({ limit: 10 })).items;
+}
+
+/**
+ * A signed delivery `delivery` of the job `text` (a JSON text), which must
+ * be refused 400 saying it names no intent.
+ */
+async function refusedNamingNoIntent(
+  app: Awaited<ReturnType<typeof makeApp>>["app"],
+  text: string,
+  delivery: number,
+): Promise<void> {
+  const res = await app.request(
+    "/v1/deliveries",
+    await genericRequest(JSON.stringify({ job: text, delivery })),
+  );
+  assert.equal(res.status, 400, text);
+  assert.match((await res.json()).detail, /it names no intent/, text);
+}
 
 Deno.test("POST /v1/deliveries keeps a signed delivery whose job cannot be read as a dead letter naming its intent, then refuses it 400; its give-up keeps the same letter", async () => {
   const lines: string[] = [];
   const { app, store } = await makeApp({
-    intents: [{ id: "pi_0001", state: "authorized", hold: "pending" }],
+    intents: [AUTHORIZED],
     deps: { log: (line) => lines.push(line) },
   });
   const res = await app.request(
@@ -36,7 +65,7 @@ Deno.test("POST /v1/deliveries keeps a signed delivery whose job cannot be read 
     detail,
     /^Cannot read job as 'kind' must be "settle": current value is "Settle"\. Kept as the dead letter generic\/sha256-[0-9a-f]{32}\/unreadable: publish a readable job for intent pi_0001, then discard the letter\.$/,
   );
-  const letters = (await store.listDeadLetters({ limit: 10 })).items;
+  const letters = await lettersOf(store);
   assert.equal(letters.length, 1);
   const [letter] = letters;
   assert.match(letter!.jobId, /^generic\/sha256-[0-9a-f]{32}\/unreadable$/);
@@ -65,7 +94,7 @@ Deno.test("POST /v1/deliveries keeps a signed delivery whose job cannot be read 
   );
   assert.equal(gaveUp.status, 400);
   await gaveUp.body?.cancel();
-  const after = (await store.listDeadLetters({ limit: 10 })).items;
+  const after = await lettersOf(store);
   assert.deepEqual(after.map((kept) => kept.jobId), [letter!.jobId]);
   // The intent is untouched; the operator discards the letter by its name
   // once a readable job moved the intent (refused, 409, before).
@@ -99,7 +128,7 @@ Deno.test("POST /v1/deliveries answers 503 for a delivery whose job cannot be re
 
 Deno.test("POST /v1/deliveries keeps a give-up whose job cannot be read with the deliveries its queue counted, as QStash's failure callback's letter has its retries, not as one delivery", async () => {
   const { app, store } = await makeApp({
-    intents: [{ id: "pi_0001", state: "authorized", hold: "pending" }],
+    intents: [AUTHORIZED],
   });
   const gaveUp = await app.request(
     "/v1/deliveries",
@@ -112,14 +141,14 @@ Deno.test("POST /v1/deliveries keeps a give-up whose job cannot be read with the
   );
   assert.equal(gaveUp.status, 400);
   await gaveUp.body?.cancel();
-  const [letter] = (await store.listDeadLetters({ limit: 10 })).items;
+  const [letter] = await lettersOf(store);
   assert.match(letter!.jobId, /^generic\/sha256-[0-9a-f]{32}\/unreadable$/);
   assert.equal(letter!.deliveries, 7);
 });
 
 Deno.test("POST /v1/deliveries keeps a job encoded as JSON twice (a JSON text of a readable job) as a dead letter naming its intent, and says to send the object itself; a text that is no job names none", async () => {
   const { app, store } = await makeApp({
-    intents: [{ id: "pi_0001", state: "authorized", hold: "pending" }],
+    intents: [AUTHORIZED],
   });
   const twice = JSON.stringify({ intentId: "pi_0001", kind: "settle" });
   const res = await app.request(
@@ -130,7 +159,7 @@ Deno.test("POST /v1/deliveries keeps a job encoded as JSON twice (a JSON text of
   const { detail } = await res.json();
   assert.match(detail, /encoded as JSON twice/);
   assert.match(detail, /publish a readable job for intent pi_0001/);
-  const [letter] = (await store.listDeadLetters({ limit: 10 })).items;
+  const [letter] = await lettersOf(store);
   assert.equal(letter?.intentId, "pi_0001");
   // Never a guess: a text of a job that is not readable itself (its kind
   // misspelt), or of an intent id alone, names no intent.
@@ -141,14 +170,9 @@ Deno.test("POST /v1/deliveries keeps a job encoded as JSON twice (a JSON text of
       "pi_0002",
     ].entries()
   ) {
-    const other = await app.request(
-      "/v1/deliveries",
-      await genericRequest(JSON.stringify({ job: text, delivery: 2 + i })),
-    );
-    assert.equal(other.status, 400, text);
-    assert.match((await other.json()).detail, /it names no intent/, text);
+    await refusedNamingNoIntent(app, text, 2 + i);
   }
-  const letters = (await store.listDeadLetters({ limit: 10 })).items;
+  const letters = await lettersOf(store);
   assert.deepEqual(
     letters.map((kept) => kept.intentId).sort(),
     ["", "", "", "pi_0001"],
@@ -157,7 +181,7 @@ Deno.test("POST /v1/deliveries keeps a job encoded as JSON twice (a JSON text of
 
 Deno.test("POST /v1/deliveries names no intent for a job encoded as JSON three times, nor for a job text whose intent id no intent can have: the letter is kept with no intent guessed", async () => {
   const { app, store } = await makeApp({
-    intents: [{ id: "pi_0001", state: "authorized", hold: "pending" }],
+    intents: [AUTHORIZED],
   });
   const job = { intentId: "pi_0001", kind: "settle" };
   for (
@@ -167,20 +191,15 @@ Deno.test("POST /v1/deliveries names no intent for a job encoded as JSON three t
       JSON.stringify({ intentId: "x".repeat(129), kind: "settle" }),
     ].entries()
   ) {
-    const res = await app.request(
-      "/v1/deliveries",
-      await genericRequest(JSON.stringify({ job: text, delivery: 2 + i })),
-    );
-    assert.equal(res.status, 400, text);
-    assert.match((await res.json()).detail, /it names no intent/, text);
+    await refusedNamingNoIntent(app, text, 2 + i);
   }
-  const letters = (await store.listDeadLetters({ limit: 10 })).items;
+  const letters = await lettersOf(store);
   assert.deepEqual(letters.map((kept) => kept.intentId), ["", "", ""]);
 });
 
 Deno.test("POST /v1/deliveries keeps a signed bare job (no {\"job\": …} around it) as a dead letter naming its intent, then refuses it 400 saying to wrap it; a body without 'job' that names no intent keeps nothing", async () => {
   const { app, store } = await makeApp({
-    intents: [{ id: "pi_0001", state: "authorized", hold: "pending" }],
+    intents: [AUTHORIZED],
   });
   const res = await app.request(
     "/v1/deliveries",
@@ -192,7 +211,7 @@ Deno.test("POST /v1/deliveries keeps a signed bare job (no {\"job\": …} around
   const { detail } = await res.json();
   assert.match(detail, /wrap it in \{"job": …\}/);
   assert.match(detail, /publish a readable job for intent pi_0001/);
-  const letters = (await store.listDeadLetters({ limit: 10 })).items;
+  const letters = await lettersOf(store);
   assert.deepEqual(letters.map((letter) => letter.intentId), ["pi_0001"]);
   assert.match(letters[0]!.jobId, /^generic\/sha256-[0-9a-f]{32}\/unreadable$/);
   // The bridge's own body, naming no intent: refused, nothing kept.
@@ -202,12 +221,12 @@ Deno.test("POST /v1/deliveries keeps a signed bare job (no {\"job\": …} around
   );
   assert.equal(other.status, 400);
   await other.body?.cancel();
-  assert.equal((await store.listDeadLetters({ limit: 10 })).items.length, 1);
+  assert.equal((await lettersOf(store)).length, 1);
 });
 
 Deno.test("POST /v1/deliveries keeps a signed bare job's letter with the delivery count it carries, as a {job, delivery} body's letter has its count, not one delivery; its next delivery and its give-up keep the same letter", async () => {
   const { app, store } = await makeApp({
-    intents: [{ id: "pi_0001", state: "authorized", hold: "pending" }],
+    intents: [AUTHORIZED],
   });
   const bare = { intentId: "pi_0001", kind: "settle" };
   const kept = async (body: unknown) => {
@@ -217,7 +236,7 @@ Deno.test("POST /v1/deliveries keeps a signed bare job's letter with the deliver
     );
     assert.equal(res.status, 400);
     assert.match((await res.json()).detail, /wrap it in \{"job": …\}/);
-    return (await store.listDeadLetters({ limit: 10 })).items.map((
+    return (await lettersOf(store)).map((
       letter,
     ) => [letter.jobId, letter.intentId, letter.deliveries]);
   };
@@ -239,7 +258,7 @@ Deno.test("POST /v1/deliveries keeps a signed bare job's letter with the deliver
 Deno.test("POST /v1/deliveries keeps a signed delivery of a readable job whose messageId is not a text as a dead letter naming its intent, one per job, then refuses it 400 naming the letter", async () => {
   const lines: string[] = [];
   const { app, store } = await makeApp({
-    intents: [{ id: "pi_0001", state: "authorized", hold: "pending" }],
+    intents: [AUTHORIZED],
     deps: { log: (line) => lines.push(line) },
   });
   const job = { intentId: "pi_0001", kind: "settle" };
@@ -254,7 +273,7 @@ Deno.test("POST /v1/deliveries keeps a signed delivery of a readable job whose m
     );
   }
   // One letter for the job, as its give-ups keep.
-  const letters = (await store.listDeadLetters({ limit: 10 })).items;
+  const letters = await lettersOf(store);
   assert.equal(letters.length, 1);
   const [letter] = letters;
   assert.match(letter!.jobId, /^generic\/sha256-[0-9a-f]{32}\/unreadable$/);
@@ -280,7 +299,7 @@ Deno.test("POST /v1/deliveries keeps a signed delivery of a readable job whose m
 
 Deno.test('POST /v1/deliveries keeps a job wrapped in {"job": …} twice as a dead letter naming the intent of the job inside, and says so', async () => {
   const { app, store } = await makeApp({
-    intents: [{ id: "pi_0001", state: "authorized", hold: "pending" }],
+    intents: [AUTHORIZED],
   });
   const res = await app.request(
     "/v1/deliveries",
@@ -295,13 +314,13 @@ Deno.test('POST /v1/deliveries keeps a job wrapped in {"job": …} twice as a de
   const { detail } = await res.json();
   assert.match(detail, /wrapped in \{"job": …\}/);
   assert.match(detail, /publish a readable job for intent pi_0001/);
-  const [letter] = (await store.listDeadLetters({ limit: 10 })).items;
+  const [letter] = await lettersOf(store);
   assert.equal(letter?.intentId, "pi_0001");
 });
 
 Deno.test("POST /v1/deliveries keeps no letter for a bare job, a job or a body encoded twice, a give-up it cannot read or a messageId that is not a text whose signature does not verify: 401, the store untouched", async () => {
   const { app, store, writes } = await makeApp({
-    intents: [{ id: "pi_0001", state: "authorized", hold: "pending" }],
+    intents: [AUTHORIZED],
   });
   const job = { intentId: "pi_0001", kind: "settle" };
   const before = writes();
@@ -331,14 +350,14 @@ Deno.test("POST /v1/deliveries keeps no letter for a bare job, a job or a body e
     await res.body?.cancel();
   }
   assert.equal(writes(), before);
-  assert.deepEqual((await store.listDeadLetters({ limit: 10 })).items, []);
+  assert.deepEqual(await lettersOf(store), []);
 });
 
 Deno.test('POST /v1/deliveries logs a bare job\'s or an unreadable job\'s count that cannot be read (delivery "5", gaveUp.deliveries "9"), which its letter records as 1, at most once a minute, as a readable job\'s count is logged', async () => {
   const lines: string[] = [];
   let t = NOW;
   const { app, store } = await makeApp({
-    intents: [{ id: "pi_0001", state: "authorized", hold: "pending" }],
+    intents: [AUTHORIZED],
     deps: { log: (line) => lines.push(line), now: () => t },
   });
   const counts = () => lines.filter((line) => / is not a count; /.test(line));
@@ -350,9 +369,7 @@ Deno.test('POST /v1/deliveries logs a bare job\'s or an unreadable job\'s count 
       }),
     );
     assert.equal(res.status, 400, await res.clone().text());
-    return (await store.listDeadLetters({ limit: 10 })).items.map((letter) =>
-      letter.deliveries
-    );
+    return (await lettersOf(store)).map((letter) => letter.deliveries);
   };
   const bare = { intentId: "pi_0001", kind: "settle" };
   // A count it reads, or none: nothing said.
@@ -389,7 +406,7 @@ Deno.test("POST /v1/deliveries logs the count it cannot read of a body encoded a
   const lines: string[] = [];
   let t = NOW;
   const { app } = await makeApp({
-    intents: [{ id: "pi_0001", state: "authorized", hold: "pending" }],
+    intents: [AUTHORIZED],
     deps: { log: (line) => lines.push(line), now: () => t },
   });
   const counts = () => lines.filter((line) => / is not a count; /.test(line));
@@ -414,7 +431,7 @@ Deno.test("POST /v1/deliveries logs the count it cannot read of a body encoded a
 Deno.test("POST /v1/deliveries keeps a body encoded as JSON twice (a JSON text of a delivery or of a give-up, as a bridge that stringifies its queue's text sends it) as a dead letter naming its intent, then refuses it 400 saying to send the object itself; a text of anything else names none", async () => {
   const lines: string[] = [];
   const { app, store } = await makeApp({
-    intents: [{ id: "pi_0001", state: "authorized", hold: "pending" }],
+    intents: [AUTHORIZED],
     deps: { log: (line) => lines.push(line) },
   });
   const job = { intentId: "pi_0001", kind: "settle" };
@@ -430,7 +447,7 @@ Deno.test("POST /v1/deliveries keeps a body encoded as JSON twice (a JSON text o
     detail,
     /Kept as the dead letter generic\/sha256-[0-9a-f]{32}\/unreadable: publish a readable job for intent pi_0001, then discard the letter\.$/,
   );
-  const [letter, ...more] = (await store.listDeadLetters({ limit: 10 })).items;
+  const [letter, ...more] = await lettersOf(store);
   assert.deepEqual(more, []);
   assert.equal(letter?.intentId, "pi_0001");
   assert.equal(letter?.deliveries, 3);
@@ -446,7 +463,7 @@ Deno.test("POST /v1/deliveries keeps a body encoded as JSON twice (a JSON text o
   assert.equal(gaveUp.status, 400);
   await gaveUp.body?.cancel();
   assert.deepEqual(
-    (await store.listDeadLetters({ limit: 10 })).items.map((l) => l.jobId),
+    (await lettersOf(store)).map((l) => l.jobId),
     [letter!.jobId],
   );
   assert.equal((await store.getIntent("pi_0001"))?.state, "authorized");
@@ -466,5 +483,5 @@ Deno.test("POST /v1/deliveries keeps a body encoded as JSON twice (a JSON text o
     assert.equal(refused.status, 400, text);
     await refused.body?.cancel();
   }
-  assert.equal((await store.listDeadLetters({ limit: 10 })).items.length, 1);
+  assert.equal((await lettersOf(store)).length, 1);
 });
