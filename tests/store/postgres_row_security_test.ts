@@ -44,6 +44,21 @@ function hides(tables: string): RegExp {
   );
 }
 
+/**
+ * A refusal that says `message`, to the letter, and that `marked` finds
+ * marked (nothing written, or nothing read).
+ */
+function refusedSaying(
+  message: string,
+  marked: (error: unknown) => boolean,
+): (error: Error) => boolean {
+  return (error) => {
+    assert.equal(error.message, message);
+    assert.equal(marked(error), true);
+    return true;
+  };
+}
+
 /** A client of two connections logged in as `role` (its password `<role>-pw`). */
 async function roleClient(role: string): Promise<postgres.Sql> {
   const url = new URL(await postgresUrl());
@@ -306,25 +321,17 @@ Deno.test({
           ) {
             await assert.rejects(
               relayer.deliver({ intentId: "pi_5", kind: "settle" }, n),
-              (error: Error) => {
-                assert.equal(error.message, `Cannot ${what} as ${words}`);
-                assert.equal(isNotWritten(error), true);
-                return true;
-              },
+              refusedSaying(`Cannot ${what} as ${words}`, isNotWritten),
             );
           }
           // Before: a PostgresError, 'new row violates row-level security
           // policy for table "intents"'.
           await assert.rejects(
             store.createIntent({ id: "pi_new", state: "created" }),
-            (error: Error) => {
-              assert.equal(
-                error.message,
-                `Cannot create intent pi_new as ${words}`,
-              );
-              assert.equal(isNotWritten(error), true);
-              return true;
-            },
+            refusedSaying(
+              `Cannot create intent pi_new as ${words}`,
+              isNotWritten,
+            ),
           );
           const intent = await owner.getIntent("pi_5");
           assert.deepEqual([intent?.state, intent?.version], [
@@ -369,26 +376,21 @@ Deno.test({
         // not marked as nothing written.
         await assert.rejects(
           relayer.deliver({ intentId: "pi_6", kind: "settle" }, 1),
-          (error: Error) => {
-            assert.equal(
-              error.message,
-              `Cannot move pi_6 from authorized to settling as this role lacks INSERT on ${schema}.intents, UPDATE on ${schema}.intents (permission denied for table intents): grant them to it (docs/postgres.md lists what a service role needs), or run as the schema's owner. Nothing was written; deliveries retry until then`,
-            );
-            assert.equal(isNotWritten(error), true);
-            return true;
-          },
+          refusedSaying(
+            `Cannot move pi_6 from authorized to settling as this role lacks INSERT on ${schema}.intents, UPDATE on ${schema}.intents (permission denied for table intents): grant them to it (docs/postgres.md lists what a service role needs), or run as the schema's owner. Nothing was written; deliveries retry until then`,
+            isNotWritten,
+          ),
         );
         await admin.unsafe(
           `REVOKE SELECT ON "${schema}".intents FROM "${role}"`,
         );
-        await assert.rejects(store.getIntent("pi_6"), (error: Error) => {
-          assert.equal(
-            error.message,
+        await assert.rejects(
+          store.getIntent("pi_6"),
+          refusedSaying(
             `The store's read of intent pi_6 failed as this role lacks SELECT on ${schema}.intents, INSERT on ${schema}.intents, UPDATE on ${schema}.intents (permission denied for table intents): grant them to it (docs/postgres.md lists what a service role needs), or run as the schema's owner. Nothing was read; deliveries retry until then`,
-          );
-          assert.equal(isNotRead(error), true);
-          return true;
-        });
+            isNotRead,
+          ),
+        );
         const intent = await owner.getIntent("pi_6");
         assert.deepEqual([intent?.state, intent?.version], ["authorized", "1"]);
         // Granted again, it writes.
@@ -419,24 +421,19 @@ Deno.test({
             `${head} as row-level security hides rows of ${schema}.intents from this role (no policy lets it read them, or its row_security is off: query would be affected by row-level security policy for table "intents"): add a policy for it that lets it see and write every row, give it BYPASSRLS, or disable row-level security there. Nothing was ${done}; deliveries retry until then`;
           // Before: a PostgresError, 'query would be affected by row-level
           // security policy for table "intents"', at every read and write.
-          await assert.rejects(store.getIntent("pi_7"), (error: Error) => {
-            assert.equal(
-              error.message,
+          await assert.rejects(
+            store.getIntent("pi_7"),
+            refusedSaying(
               words("The store's read of intent pi_7 failed", "read"),
-            );
-            assert.equal(isNotRead(error), true);
-            return true;
-          });
+              isNotRead,
+            ),
+          );
           await assert.rejects(
             store.createIntent({ id: "pi_x", state: "created" }),
-            (error: Error) => {
-              assert.equal(
-                error.message,
-                words("Cannot create intent pi_x", "written"),
-              );
-              assert.equal(isNotWritten(error), true);
-              return true;
-            },
+            refusedSaying(
+              words("Cannot create intent pi_x", "written"),
+              isNotWritten,
+            ),
           );
           assert.equal(await owner.getIntent("pi_x"), null);
         } finally {
