@@ -47,6 +47,18 @@ async function refusedNamingNoIntent(
   assert.match((await res.json()).detail, /it names no intent/, text);
 }
 
+/** A POST of `text` to the generic route, signed at `t` (milliseconds). */
+async function postSignedAt(
+  app: Awaited<ReturnType<typeof makeApp>>["app"],
+  text: string,
+  t: number,
+): Promise<Response> {
+  return app.request(
+    "/v1/deliveries",
+    await genericRequest(text, { timeS: Math.floor(t / 1000) }),
+  );
+}
+
 Deno.test("POST /v1/deliveries keeps a signed delivery whose job cannot be read as a dead letter naming its intent, then refuses it 400; its give-up keeps the same letter", async () => {
   const lines: string[] = [];
   const { app, store } = await makeApp({
@@ -362,12 +374,7 @@ Deno.test('POST /v1/deliveries logs a bare job\'s or an unreadable job\'s count 
   });
   const counts = () => lines.filter((line) => / is not a count; /.test(line));
   const kept = async (body: unknown) => {
-    const res = await app.request(
-      "/v1/deliveries",
-      await genericRequest(JSON.stringify(body), {
-        timeS: Math.floor(t / 1000),
-      }),
-    );
+    const res = await postSignedAt(app, JSON.stringify(body), t);
     assert.equal(res.status, 400, await res.clone().text());
     return (await lettersOf(store)).map((letter) => letter.deliveries);
   };
@@ -411,10 +418,7 @@ Deno.test("POST /v1/deliveries logs the count it cannot read of a body encoded a
   });
   const counts = () => lines.filter((line) => / is not a count; /.test(line));
   const refused = async (text: string) => {
-    const res = await app.request(
-      "/v1/deliveries",
-      await genericRequest(text, { timeS: Math.floor(t / 1000) }),
-    );
+    const res = await postSignedAt(app, text, t);
     assert.equal(res.status, 400, await res.clone().text());
     await res.body?.cancel();
   };
