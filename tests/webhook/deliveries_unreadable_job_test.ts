@@ -59,12 +59,18 @@ async function postSignedAt(
   );
 }
 
-Deno.test("POST /v1/deliveries keeps a signed delivery whose job cannot be read as a dead letter naming its intent, then refuses it 400; its give-up keeps the same letter", async () => {
+/** The app with `pi_0001` authorized, and the lines it logs. */
+async function loggingApp() {
   const lines: string[] = [];
   const { app, store } = await makeApp({
     intents: [AUTHORIZED],
     deps: { log: (line) => lines.push(line) },
   });
+  return { app, store, lines };
+}
+
+Deno.test("POST /v1/deliveries keeps a signed delivery whose job cannot be read as a dead letter naming its intent, then refuses it 400; its give-up keeps the same letter", async () => {
+  const { app, store, lines } = await loggingApp();
   const res = await app.request(
     "/v1/deliveries",
     await genericRequest(
@@ -268,11 +274,7 @@ Deno.test("POST /v1/deliveries keeps a signed bare job's letter with the deliver
 });
 
 Deno.test("POST /v1/deliveries keeps a signed delivery of a readable job whose messageId is not a text as a dead letter naming its intent, one per job, then refuses it 400 naming the letter", async () => {
-  const lines: string[] = [];
-  const { app, store } = await makeApp({
-    intents: [AUTHORIZED],
-    deps: { log: (line) => lines.push(line) },
-  });
+  const { app, store, lines } = await loggingApp();
   const job = { intentId: "pi_0001", kind: "settle" };
   for (const messageId of [7, true, { id: "m-1" }, ["m-1"]]) {
     const body = JSON.stringify({ job, delivery: 3, messageId });
@@ -433,11 +435,7 @@ Deno.test("POST /v1/deliveries logs the count it cannot read of a body encoded a
 });
 
 Deno.test("POST /v1/deliveries keeps a body encoded as JSON twice (a JSON text of a delivery or of a give-up, as a bridge that stringifies its queue's text sends it) as a dead letter naming its intent, then refuses it 400 saying to send the object itself; a text of anything else names none", async () => {
-  const lines: string[] = [];
-  const { app, store } = await makeApp({
-    intents: [AUTHORIZED],
-    deps: { log: (line) => lines.push(line) },
-  });
+  const { app, store } = await loggingApp();
   const job = { intentId: "pi_0001", kind: "settle" };
   const delivery = JSON.stringify({ job, delivery: 3, messageId: "m-1" });
   const res = await app.request(
