@@ -46,6 +46,14 @@ const tlsAvailable = await tlsSuitesAvailable("the docs services' TLS test");
 /** Whether this machine listens on the IPv6 loopback, for the IPv6 test. */
 const ipv6Loopback = await ipv6LoopbackAvailable();
 
+/** A free port on 127.0.0.1. */
+export function freePort(): number {
+  const free = Deno.listen({ hostname: "127.0.0.1", port: 0 });
+  const { port } = free.addr;
+  free.close();
+  return port;
+}
+
 /** Whether `port` answers /readyz with 200 within 30 s (a cold cache loads the package first). */
 export async function readyWithin(port: number): Promise<boolean> {
   for (let i = 0; i < 300; i++) {
@@ -300,6 +308,45 @@ export function docsServiceTests(s: DocsService): void {
     return { code: out.code, err: new TextDecoder().decode(out.stderr) };
   };
 
+  /**
+   * Runs `body` against the service bundled in a new project on a free
+   * port, started with a fresh database and the URL of a signer that holds
+   * each send 30 s, once it answers /readyz; then releases the signer,
+   * kills the service if it still runs, closes the signer, drops the
+   * database and removes the project.
+   */
+  const midSend = async (
+    body: (started: {
+      port: number;
+      base: string;
+      child: Deno.ChildProcess;
+      signer: ReturnType<typeof slowSigner>;
+    }) => Promise<void>,
+  ) => {
+    const dir = await Deno.makeTempDir({ prefix });
+    const database = await freshDatabase();
+    const signer = slowSigner(30_000);
+    const port = freePort();
+    let child: Deno.ChildProcess | undefined;
+    try {
+      await bundled(await s.service(), dir, port);
+      child = s.command(dir, {
+        ...SETTINGS,
+        SENDER_URL: signer.url,
+        DATABASE_URL: database.url,
+      }).spawn();
+      assert.ok(await readyWithin(port), "the service never answered");
+      const base = `http://127.0.0.1:${port}`;
+      await body({ port, base, child, signer });
+    } finally {
+      signer.release();
+      await killed(child);
+      await signer.close();
+      await database.drop();
+      await Deno.remove(dir, { recursive: true });
+    }
+  };
+
   Deno.test({
     name:
       `docs/api.md's ${s.runtime} service says in one line, without a stack, why it cannot start`,
@@ -406,9 +453,7 @@ export function docsServiceTests(s: DocsService): void {
     fn: timeout(60_000, async () => {
       const dir = await Deno.makeTempDir({ prefix });
       const database = await freshDatabase();
-      const free = Deno.listen({ hostname: "127.0.0.1", port: 0 });
-      const port = free.addr.port;
-      free.close();
+      const port = freePort();
       let child: Deno.ChildProcess | undefined;
       try {
         await bundled(await s.service(), dir, port);
@@ -453,26 +498,11 @@ export function docsServiceTests(s: DocsService): void {
     name:
       `docs/api.md's ${s.runtime} service on SIGTERM sends the answer of the delivery in flight, its send's hash in it, then exits 0`,
     ignore: s.ignore || !postgresAvailable,
-    fn: timeout(60_000, async () => {
-      const dir = await Deno.makeTempDir({ prefix });
-      const database = await freshDatabase();
-      // Held until the service takes no new connection: its drain begun.
-      const signer = slowSigner(30_000);
-      const free = Deno.listen({ hostname: "127.0.0.1", port: 0 });
-      const port = free.addr.port;
-      free.close();
-      const base = `http://127.0.0.1:${port}`;
-      let child: Deno.ChildProcess | undefined;
-      try {
-        await bundled(await s.service(), dir, port);
-        child = s.command(dir, {
-          ...SETTINGS,
-          SENDER_URL: signer.url,
-          DATABASE_URL: database.url,
-        }).spawn();
+    // Held until the service takes no new connection: its drain begun.
+    fn: timeout(60_000, () =>
+      midSend(async ({ port, base, child, signer }) => {
         const stderr = new Response(child.stderr).text();
         const stdout = new Response(child.stdout).text();
-        assert.ok(await readyWithin(port), "the service never answered");
         const inFlight = await deliveryOf(
           base,
           SETTINGS.OPS_TOKEN,
@@ -493,7 +523,6 @@ export function docsServiceTests(s: DocsService): void {
         assert.equal(answer.status, 503); // a retry: sent, waiting for confirmation
         assert.match((await answer.json()).reason, /^sent 0xdrained/);
         const { code } = await child.status;
-        child = undefined;
         assert.equal(code, 0, `${await stdout}\n${await stderr}`);
         // Its drain said, the delivery's answer out before its end.
         const said = (await stdout).split("\n").filter((line) =>
@@ -503,19 +532,7 @@ export function docsServiceTests(s: DocsService): void {
           "relayer: SIGTERM: draining (at most 8s)",
           "relayer: drained; PostgreSQL connections closed",
         ]);
-      } finally {
-        signer.release();
-        try {
-          child?.kill("SIGKILL");
-        } catch {
-          // It ended by itself.
-        }
-        await child?.status;
-        await signer.close();
-        await database.drop();
-        await Deno.remove(dir, { recursive: true });
-      }
-    }),
+      })),
   });
 
   Deno.test({
@@ -531,9 +548,7 @@ export function docsServiceTests(s: DocsService): void {
       const anotherMade = testCertificates(["127.0.0.2"]);
       anotherMade.catch(() => {}); // said where it is awaited
       let server: Awaited<ReturnType<typeof startPostgres>> | undefined;
-      const free = Deno.listen({ hostname: "127.0.0.1", port: 0 });
-      const port = free.addr.port;
-      free.close();
+      const port = freePort();
       try {
         server = await startPostgres({ tls: byAddress });
         await bundled(await s.service(), dir, port);
@@ -582,9 +597,7 @@ export function docsServiceTests(s: DocsService): void {
     fn: timeout(60_000, async () => {
       const dir = await Deno.makeTempDir({ prefix });
       let server: Awaited<ReturnType<typeof startPostgres>> | undefined;
-      const free = Deno.listen({ hostname: "127.0.0.1", port: 0 });
-      const port = free.addr.port;
-      free.close();
+      const port = freePort();
       try {
         server = await startPostgres({
           settings: { listen_addresses: "127.0.0.1,::1" },
@@ -616,9 +629,7 @@ export function docsServiceTests(s: DocsService): void {
       const dir = await Deno.makeTempDir({ prefix });
       const database = await freshDatabase();
       const relay = await blackHole(database.url);
-      const free = Deno.listen({ hostname: "127.0.0.1", port: 0 });
-      const port = free.addr.port;
-      free.close();
+      const port = freePort();
       const ready = () =>
         fetch(`http://127.0.0.1:${port}/readyz`)
           .then(async (r) => (await r.body?.cancel(), r.ok), () => false);
@@ -715,43 +726,16 @@ export function docsServiceTests(s: DocsService): void {
     name:
       `docs/api.md's ${s.runtime} service exits at once on a second signal, saying what it cut short, as main.ts does; the first heard twice still drains`,
     ignore: s.ignore || !postgresAvailable,
-    fn: timeout(60_000, async () => {
-      const dir = await Deno.makeTempDir({ prefix });
-      const database = await freshDatabase();
-      const signer = slowSigner(30_000);
-      const free = Deno.listen({ hostname: "127.0.0.1", port: 0 });
-      const port = free.addr.port;
-      free.close();
-      let child: Deno.ChildProcess | undefined;
-      try {
-        await bundled(await s.service(), dir, port);
-        child = s.command(dir, {
-          ...SETTINGS,
-          SENDER_URL: signer.url,
-          DATABASE_URL: database.url,
-        }).spawn();
-        assert.ok(await readyWithin(port), "the service never answered");
+    fn: timeout(60_000, () =>
+      midSend(async ({ base, child, signer }) => {
         await deliveryOf(
-          `http://127.0.0.1:${port}`,
+          base,
           SETTINGS.OPS_TOKEN,
           SETTINGS.WEBHOOK_SECRET,
           "pi_again",
         );
         await signer.firstStarted; // the delivery is mid-send
         await secondSignalExits(child);
-        child = undefined;
-      } finally {
-        signer.release();
-        try {
-          child?.kill("SIGKILL");
-        } catch {
-          // It ended by itself.
-        }
-        await child?.status;
-        await signer.close();
-        await database.drop();
-        await Deno.remove(dir, { recursive: true });
-      }
-    }),
+      })),
   });
 }

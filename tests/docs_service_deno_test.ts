@@ -17,6 +17,7 @@ import { fileURLToPath } from "node:url";
 import {
   apiBlocks,
   deliveryOf,
+  freePort,
   killed,
   readyWithin,
   secondSignalExits,
@@ -40,14 +41,6 @@ async function service(): Promise<{ code: string; args: string[] }> {
   const line = /const localRun =\s*"deno ([^"]+)";/.exec(blocks[0]!);
   assert.ok(line, "the service names how it is run (localRun)");
   return { code: blocks[0]!, args: line[1]!.split(" ") };
-}
-
-/** A free port on 127.0.0.1. */
-function freePort(): number {
-  const free = Deno.listen({ hostname: "127.0.0.1", port: 0 });
-  const { port } = free.addr;
-  free.close();
-  return port;
 }
 
 /**
@@ -107,130 +100,152 @@ async function project(
   });
 }
 
+/** A service started by {@link midSend}: its project, port and signer. */
+interface Started {
+  dir: string;
+  port: number;
+  base: string;
+  child: Deno.ChildProcess;
+  signer: ReturnType<typeof slowSigner>;
+}
+
+/**
+ * Runs `body` against the service started in a new project (see
+ * {@link project}) with `env` and the URL of a signer that holds each send
+ * `holdMs`, once it answers /readyz; then releases the signer, kills the
+ * service if it still runs, closes the signer and removes the project.
+ */
+async function midSend(
+  holdMs: number,
+  env: Record<string, string | undefined>,
+  body: (started: Started) => Promise<void>,
+): Promise<void> {
+  const dir = await Deno.makeTempDir({ prefix: "relayer_docs_deno_" });
+  const signer = slowSigner(holdMs);
+  const port = freePort();
+  let child: Deno.ChildProcess | undefined;
+  try {
+    child = (await project(dir, port, { ...env, SENDER_URL: signer.url }))
+      .spawn();
+    assert.ok(await readyWithin(port), "the service never answered");
+    const base = `http://127.0.0.1:${port}`;
+    await body({ dir, port, base, child, signer });
+  } finally {
+    signer.release();
+    await killed(child);
+    await signer.close();
+    await Deno.remove(dir, { recursive: true });
+  }
+}
+
+/** `child`'s stdout and stderr, read to their end. */
+function outputOf(
+  child: Deno.ChildProcess,
+): { stdout: Promise<string>; stderr: Promise<string> } {
+  return {
+    stdout: new Response(child.stdout).text(),
+    stderr: new Response(child.stderr).text(),
+  };
+}
+
 Deno.test({
   name:
     "docs/api.md's Deno service on SIGTERM sends the answer of the delivery in flight, its send's hash in it, says its drain, and exits 0",
-  fn: timeout(60_000, async () => {
-    const dir = await Deno.makeTempDir({ prefix: "relayer_docs_deno_" });
-    // Held until the service takes no new connection: its drain begun.
-    const signer = slowSigner(30_000);
-    const port = freePort();
-    const base = `http://127.0.0.1:${port}`;
-    let child: Deno.ChildProcess | undefined;
-    try {
-      child = (await project(dir, port, {
-        ...SETTINGS,
-        SENDER_URL: signer.url,
-      })).spawn();
-      const stderr = new Response(child.stderr).text();
-      const stdout = new Response(child.stdout).text();
-      assert.ok(await readyWithin(port), "the service never answered");
-      const inFlight = await deliveryOf(
-        base,
-        SETTINGS.OPS_TOKEN,
-        SETTINGS.WEBHOOK_SECRET,
-        "pi_drain",
-      );
-      await signer.firstStarted; // the delivery is mid-send
-      child.kill("SIGTERM");
-      // Its drain begun: the listener closed, the send still held.
-      let refused = false;
-      for (let i = 0; i < 100 && !refused; i++) {
-        const conn = await Deno.connect({ hostname: "127.0.0.1", port })
-          .catch(() => undefined);
-        refused = conn === undefined;
-        conn?.close();
-        if (!refused) await new Promise((r) => setTimeout(r, 50));
-      }
-      assert.ok(refused, "the service still took connections after SIGTERM");
-      assert.equal(
-        signer.counts.finished,
-        0,
-        "the send ended before the drain",
-      );
-      signer.release();
-      const answer = await inFlight.answer;
-      assert.equal(answer.status, 503); // a retry: sent, waiting for confirmation
-      assert.match((await answer.json()).reason, /^sent 0xdrained/);
-      const { code } = await child.status;
-      child = undefined;
-      assert.equal(code, 0, `${await stdout}\n${await stderr}`);
-      assert.equal(await stderr, "");
-      assert.deepEqual(
-        (await stdout).split("\n").filter((line) =>
-          line.startsWith("relayer: ")
-        ),
-        [
-          "relayer: at most 10 deliveries; back off 5s doubling, capped at 2m0s, equal jitter; store Deno KV",
-          `relayer: listening on http://127.0.0.1:${port}/`,
-          "relayer: SIGTERM: draining (at most 8s)",
-          "relayer: drained; KV closed",
-        ],
-      );
-    } finally {
-      signer.release();
-      await killed(child);
-      await signer.close();
-      await Deno.remove(dir, { recursive: true });
-    }
-  }),
+  // Held until the service takes no new connection: its drain begun.
+  fn: timeout(
+    60_000,
+    () =>
+      midSend(30_000, SETTINGS, async ({ port, base, child, signer }) => {
+        const { stdout, stderr } = outputOf(child);
+        const inFlight = await deliveryOf(
+          base,
+          SETTINGS.OPS_TOKEN,
+          SETTINGS.WEBHOOK_SECRET,
+          "pi_drain",
+        );
+        await signer.firstStarted; // the delivery is mid-send
+        child.kill("SIGTERM");
+        // Its drain begun: the listener closed, the send still held.
+        let refused = false;
+        for (let i = 0; i < 100 && !refused; i++) {
+          const conn = await Deno.connect({ hostname: "127.0.0.1", port })
+            .catch(() => undefined);
+          refused = conn === undefined;
+          conn?.close();
+          if (!refused) await new Promise((r) => setTimeout(r, 50));
+        }
+        assert.ok(refused, "the service still took connections after SIGTERM");
+        assert.equal(
+          signer.counts.finished,
+          0,
+          "the send ended before the drain",
+        );
+        signer.release();
+        const answer = await inFlight.answer;
+        assert.equal(answer.status, 503); // a retry: sent, waiting for confirmation
+        assert.match((await answer.json()).reason, /^sent 0xdrained/);
+        const { code } = await child.status;
+        assert.equal(code, 0, `${await stdout}\n${await stderr}`);
+        assert.equal(await stderr, "");
+        assert.deepEqual(
+          (await stdout).split("\n").filter((line) =>
+            line.startsWith("relayer: ")
+          ),
+          [
+            "relayer: at most 10 deliveries; back off 5s doubling, capped at 2m0s, equal jitter; store Deno KV",
+            `relayer: listening on http://127.0.0.1:${port}/`,
+            "relayer: SIGTERM: draining (at most 8s)",
+            "relayer: drained; KV closed",
+          ],
+        );
+      }),
+  ),
 });
 
 Deno.test({
   name:
     "docs/api.md's Deno service on Deno Deploy (DENO_DEPLOYMENT_ID) drains for 3.5 s on SIGINT, as main.ts does, and exits before Deploy's kill at 5 s",
   fn: timeout(60_000, async () => {
-    const dir = await Deno.makeTempDir({ prefix: "relayer_docs_deno_" });
     // As Deploy attaches a Deno KV database: its URL and token.
     const database = memoryKvConnect();
-    // Mid-send for longer than Deploy's 5 s.
-    const signer = slowSigner(7_000);
-    const port = freePort();
-    const base = `http://127.0.0.1:${port}`;
     // Not the docs' local-run secrets, which Deploy refuses.
     const secret = "deploy-secret-0123456789abcdef";
     const ops = "deploy-ops-token-0123456789abcdef";
-    let child: Deno.ChildProcess | undefined;
+    const env = {
+      OPS_TOKEN: ops,
+      WEBHOOK_SECRET: secret,
+      DENO_DEPLOYMENT_ID: "test-deployment",
+      DENO_KV_DEFAULT_PATH: `http://127.0.0.1:${database.addr.port}/kv`,
+      DENO_KV_ACCESS_TOKEN: "deploy-token-0123456789",
+    };
     try {
-      child = (await project(dir, port, {
-        OPS_TOKEN: ops,
-        WEBHOOK_SECRET: secret,
-        SENDER_URL: signer.url,
-        DENO_DEPLOYMENT_ID: "test-deployment",
-        DENO_KV_DEFAULT_PATH: `http://127.0.0.1:${database.addr.port}/kv`,
-        DENO_KV_ACCESS_TOKEN: "deploy-token-0123456789",
-      })).spawn();
-      const stderr = new Response(child.stderr).text();
-      const stdout = new Response(child.stdout).text();
-      assert.ok(await readyWithin(port), "the service never answered");
-      const inFlight = (await deliveryOf(base, ops, secret, "pi_deploy"))
-        .answer.then((r) => r.body?.cancel(), () => {});
-      await signer.firstStarted; // mid-send, for longer than the drain
-      const sentAt = performance.now();
-      child.kill("SIGINT");
-      const { code } = await child.status;
-      const tookMs = performance.now() - sentAt;
-      child = undefined;
-      await inFlight;
-      const out = await stdout;
-      assert.equal(code, 0, `${out}\n${await stderr}`);
-      assert.deepEqual(
-        out.split("\n").filter((line) =>
-          /^relayer: SIGINT|cut short/.test(line)
-        ),
-        [
-          "relayer: SIGINT: draining (at most 3.5s)",
-          "relayer: 1 request(s) still running were cut short (their leases expire and the queue redelivers); KV closed",
-        ],
-        out,
-      );
-      assert.ok(tookMs < 5_000, `exited after ${Math.round(tookMs)} ms`);
+      // Mid-send for longer than Deploy's 5 s.
+      await midSend(7_000, env, async ({ base, child, signer }) => {
+        const { stdout, stderr } = outputOf(child);
+        const inFlight = (await deliveryOf(base, ops, secret, "pi_deploy"))
+          .answer.then((r) => r.body?.cancel(), () => {});
+        await signer.firstStarted; // mid-send, for longer than the drain
+        const sentAt = performance.now();
+        child.kill("SIGINT");
+        const { code } = await child.status;
+        const tookMs = performance.now() - sentAt;
+        await inFlight;
+        const out = await stdout;
+        assert.equal(code, 0, `${out}\n${await stderr}`);
+        assert.deepEqual(
+          out.split("\n").filter((line) =>
+            /^relayer: SIGINT|cut short/.test(line)
+          ),
+          [
+            "relayer: SIGINT: draining (at most 3.5s)",
+            "relayer: 1 request(s) still running were cut short (their leases expire and the queue redelivers); KV closed",
+          ],
+          out,
+        );
+        assert.ok(tookMs < 5_000, `exited after ${Math.round(tookMs)} ms`);
+      });
     } finally {
-      signer.release();
-      await killed(child);
-      await signer.close();
       await database.shutdown();
-      await Deno.remove(dir, { recursive: true });
     }
   }),
 });
@@ -401,31 +416,18 @@ Deno.test({
 Deno.test({
   name:
     "docs/api.md's Deno service exits at once on a second signal, saying what it cut short, as main.ts does; the first heard twice still drains",
-  fn: timeout(60_000, async () => {
-    const dir = await Deno.makeTempDir({ prefix: "relayer_docs_deno_" });
-    const signer = slowSigner(30_000);
-    const port = freePort();
-    let child: Deno.ChildProcess | undefined;
-    try {
-      child = (await project(dir, port, {
-        ...SETTINGS,
-        SENDER_URL: signer.url,
-      })).spawn();
-      assert.ok(await readyWithin(port), "the service never answered");
-      await deliveryOf(
-        `http://127.0.0.1:${port}`,
-        SETTINGS.OPS_TOKEN,
-        SETTINGS.WEBHOOK_SECRET,
-        "pi_again",
-      );
-      await signer.firstStarted; // the delivery is mid-send
-      await secondSignalExits(child);
-      child = undefined;
-    } finally {
-      signer.release();
-      await killed(child);
-      await signer.close();
-      await Deno.remove(dir, { recursive: true });
-    }
-  }),
+  fn: timeout(
+    60_000,
+    () =>
+      midSend(30_000, SETTINGS, async ({ base, child, signer }) => {
+        await deliveryOf(
+          base,
+          SETTINGS.OPS_TOKEN,
+          SETTINGS.WEBHOOK_SECRET,
+          "pi_again",
+        );
+        await signer.firstStarted; // the delivery is mid-send
+        await secondSignalExits(child);
+      }),
+  ),
 });
