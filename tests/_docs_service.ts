@@ -260,6 +260,55 @@ export async function deliveryOf(
 }
 
 /**
+ * Creates intent `id` on the service at `base` and sends its delivery, with
+ * the docs' local-run ops token and secret, then waits until `signer` holds
+ * its send: the delivery's answer, once it comes.
+ */
+export async function sentMidway(
+  base: string,
+  signer: { firstStarted: Promise<unknown> },
+  id: string,
+): Promise<{ answer: Promise<Response> }> {
+  const inFlight = await deliveryOf(
+    base,
+    SETTINGS.OPS_TOKEN,
+    SETTINGS.WEBHOOK_SECRET,
+    id,
+  );
+  await signer.firstStarted; // the delivery is mid-send
+  return inFlight;
+}
+
+/** `child`'s stdout and stderr, read to their end. */
+export function outputOf(
+  child: Deno.ChildProcess,
+): { stdout: Promise<string>; stderr: Promise<string> } {
+  return {
+    stdout: new Response(child.stdout).text(),
+    stderr: new Response(child.stderr).text(),
+  };
+}
+
+/**
+ * Releases `signer`'s held send, then checks what a drain must give: the
+ * delivery in flight answered 503 with its send's hash (a retry: sent,
+ * waiting for confirmation), and `child` exited 0.
+ */
+export async function drainAnswered(
+  signer: { release(): void },
+  inFlight: { answer: Promise<Response> },
+  child: Deno.ChildProcess,
+  output: { stdout: Promise<string>; stderr: Promise<string> },
+): Promise<void> {
+  signer.release();
+  const answer = await inFlight.answer;
+  assert.equal(answer.status, 503); // a retry: sent, waiting for confirmation
+  assert.match((await answer.json()).reason, /^sent 0xdrained/);
+  const { code } = await child.status;
+  assert.equal(code, 0, `${await output.stdout}\n${await output.stderr}`);
+}
+
+/**
  * With a delivery of `child`'s mid-send (its stdout and stderr not yet
  * read): a SIGTERM, and once its drain is said, the same again at once (a
  * process group's Ctrl-C heard twice, as `deno task` or a wrapper passes
@@ -501,15 +550,8 @@ export function docsServiceTests(s: DocsService): void {
     // Held until the service takes no new connection: its drain begun.
     fn: timeout(60_000, () =>
       midSend(async ({ port, base, child, signer }) => {
-        const stderr = new Response(child.stderr).text();
-        const stdout = new Response(child.stdout).text();
-        const inFlight = await deliveryOf(
-          base,
-          SETTINGS.OPS_TOKEN,
-          SETTINGS.WEBHOOK_SECRET,
-          "pi_drain",
-        );
-        await signer.firstStarted; // the delivery is mid-send
+        const { stdout, stderr } = outputOf(child);
+        const inFlight = await sentMidway(base, signer, "pi_drain");
         child.kill("SIGTERM");
         for (let i = 0; i < 100; i++) {
           const conn = await Deno.connect({ hostname: "127.0.0.1", port })
@@ -518,12 +560,7 @@ export function docsServiceTests(s: DocsService): void {
           conn.close();
           await new Promise((r) => setTimeout(r, 50));
         }
-        signer.release();
-        const answer = await inFlight.answer;
-        assert.equal(answer.status, 503); // a retry: sent, waiting for confirmation
-        assert.match((await answer.json()).reason, /^sent 0xdrained/);
-        const { code } = await child.status;
-        assert.equal(code, 0, `${await stdout}\n${await stderr}`);
+        await drainAnswered(signer, inFlight, child, { stdout, stderr });
         // Its drain said, the delivery's answer out before its end.
         const said = (await stdout).split("\n").filter((line) =>
           /^relayer: (SIGTERM|drained|\d)/.test(line)
@@ -728,13 +765,7 @@ export function docsServiceTests(s: DocsService): void {
     ignore: s.ignore || !postgresAvailable,
     fn: timeout(60_000, () =>
       midSend(async ({ base, child, signer }) => {
-        await deliveryOf(
-          base,
-          SETTINGS.OPS_TOKEN,
-          SETTINGS.WEBHOOK_SECRET,
-          "pi_again",
-        );
-        await signer.firstStarted; // the delivery is mid-send
+        await sentMidway(base, signer, "pi_again");
         await secondSignalExits(child);
       })),
   });

@@ -17,10 +17,13 @@ import { fileURLToPath } from "node:url";
 import {
   apiBlocks,
   deliveryOf,
+  drainAnswered,
   freePort,
   killed,
+  outputOf,
   readyWithin,
   secondSignalExits,
+  sentMidway,
 } from "./_docs_service.ts";
 import { assertOneLine } from "./_main_process.ts";
 import { memoryKvConnect } from "./_memory_kv_connect.ts";
@@ -100,6 +103,18 @@ async function project(
   });
 }
 
+/**
+ * Runs `body` in a new project folder (see {@link project}), removed after.
+ */
+async function inProject(body: (dir: string) => Promise<void>): Promise<void> {
+  const dir = await Deno.makeTempDir({ prefix: "relayer_docs_deno_" });
+  try {
+    await body(dir);
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+}
+
 /** A service started by {@link midSend}: its project, port and signer. */
 interface Started {
   dir: string;
@@ -138,16 +153,6 @@ async function midSend(
   }
 }
 
-/** `child`'s stdout and stderr, read to their end. */
-function outputOf(
-  child: Deno.ChildProcess,
-): { stdout: Promise<string>; stderr: Promise<string> } {
-  return {
-    stdout: new Response(child.stdout).text(),
-    stderr: new Response(child.stderr).text(),
-  };
-}
-
 Deno.test({
   name:
     "docs/api.md's Deno service on SIGTERM sends the answer of the delivery in flight, its send's hash in it, says its drain, and exits 0",
@@ -157,13 +162,7 @@ Deno.test({
     () =>
       midSend(30_000, SETTINGS, async ({ port, base, child, signer }) => {
         const { stdout, stderr } = outputOf(child);
-        const inFlight = await deliveryOf(
-          base,
-          SETTINGS.OPS_TOKEN,
-          SETTINGS.WEBHOOK_SECRET,
-          "pi_drain",
-        );
-        await signer.firstStarted; // the delivery is mid-send
+        const inFlight = await sentMidway(base, signer, "pi_drain");
         child.kill("SIGTERM");
         // Its drain begun: the listener closed, the send still held.
         let refused = false;
@@ -180,12 +179,7 @@ Deno.test({
           0,
           "the send ended before the drain",
         );
-        signer.release();
-        const answer = await inFlight.answer;
-        assert.equal(answer.status, 503); // a retry: sent, waiting for confirmation
-        assert.match((await answer.json()).reason, /^sent 0xdrained/);
-        const { code } = await child.status;
-        assert.equal(code, 0, `${await stdout}\n${await stderr}`);
+        await drainAnswered(signer, inFlight, child, { stdout, stderr });
         assert.equal(await stderr, "");
         assert.deepEqual(
           (await stdout).split("\n").filter((line) =>
@@ -253,82 +247,78 @@ Deno.test({
 Deno.test({
   name:
     "docs/api.md's Deno service run as its localRun says without KV_PATH opens its store where the settings say (./data/relayer.kv), and says in one line, without a stack, a store it cannot open",
-  fn: timeout(60_000, async () => {
-    const dir = await Deno.makeTempDir({ prefix: "relayer_docs_deno_" });
-    const port = freePort();
-    let child: Deno.ChildProcess | undefined;
-    try {
-      // The settings' default, in a new project: no ./data yet.
-      child = (await project(dir, port, {
-        ...SETTINGS,
-        SENDER_URL: "http://127.0.0.1:9",
-        KV_PATH: undefined,
-      })).spawn();
-      const stderr = new Response(child.stderr).text();
-      const stdout = new Response(child.stdout).text();
-      // It ended at once where it could not open its store: not waited for.
-      const ended = child.status.then(() => false);
-      const ready = await Promise.race([readyWithin(port), ended]);
-      if (ready) child.kill("SIGTERM");
-      const { code } = await child.status;
-      child = undefined;
-      assert.ok(ready, `the service never answered:\n${await stderr}`);
-      assert.equal(code, 0, `${await stdout}\n${await stderr}`);
-      assert.ok((await Deno.stat(`${dir}/data/relayer.kv`)).isFile);
-      // A KV_PATH in a folder that cannot be made (under a file).
-      const command = await project(dir, freePort(), {
-        ...SETTINGS,
-        SENDER_URL: "http://127.0.0.1:9",
-        KV_PATH: `${dir}/deno.json/relayer.kv`,
-      });
-      const out = await command.output();
-      const err = new TextDecoder().decode(out.stderr);
-      assert.equal(out.code, 1, err);
-      assert.equal(err.trimEnd().split("\n").length, 1, err);
-      assert.match(
-        err,
-        /^relayer: cannot start: Deno KV: cannot open .*deno\.json\/relayer\.kv \(.*\): check KV_PATH\n$/,
-      );
-    } finally {
-      await killed(child);
-      await Deno.remove(dir, { recursive: true });
-    }
-  }),
+  fn: timeout(60_000, () =>
+    inProject(async (dir) => {
+      const port = freePort();
+      let child: Deno.ChildProcess | undefined;
+      try {
+        // The settings' default, in a new project: no ./data yet.
+        child = (await project(dir, port, {
+          ...SETTINGS,
+          SENDER_URL: "http://127.0.0.1:9",
+          KV_PATH: undefined,
+        })).spawn();
+        const { stdout, stderr } = outputOf(child);
+        // It ended at once where it could not open its store: not waited for.
+        const ended = child.status.then(() => false);
+        const ready = await Promise.race([readyWithin(port), ended]);
+        if (ready) child.kill("SIGTERM");
+        const { code } = await child.status;
+        child = undefined;
+        assert.ok(ready, `the service never answered:\n${await stderr}`);
+        assert.equal(code, 0, `${await stdout}\n${await stderr}`);
+        assert.ok((await Deno.stat(`${dir}/data/relayer.kv`)).isFile);
+        // A KV_PATH in a folder that cannot be made (under a file).
+        const command = await project(dir, freePort(), {
+          ...SETTINGS,
+          SENDER_URL: "http://127.0.0.1:9",
+          KV_PATH: `${dir}/deno.json/relayer.kv`,
+        });
+        const out = await command.output();
+        const err = new TextDecoder().decode(out.stderr);
+        assert.equal(out.code, 1, err);
+        assert.equal(err.trimEnd().split("\n").length, 1, err);
+        assert.match(
+          err,
+          /^relayer: cannot start: Deno KV: cannot open .*deno\.json\/relayer\.kv \(.*\): check KV_PATH\n$/,
+        );
+      } finally {
+        await killed(child);
+      }
+    })),
 });
 
 Deno.test({
   name:
     "docs/api.md's Deno service says in one line, without a stack, that its port is in use",
-  fn: timeout(60_000, async () => {
-    const dir = await Deno.makeTempDir({ prefix: "relayer_docs_deno_" });
-    // Another process (a relayer still running) holds the port.
-    const held = Deno.listen({ hostname: "127.0.0.1", port: 0 });
-    try {
-      const command = await project(dir, held.addr.port, {
-        ...SETTINGS,
-        SENDER_URL: "http://127.0.0.1:9",
-      });
-      const { code, stderr } = await command.output();
-      const err = new TextDecoder().decode(stderr);
-      assert.equal(code, 1, `exit code; stderr:\n${err}`);
-      assert.deepEqual(err.trimEnd().split("\n").length, 1, err);
-      assert.match(
-        err,
-        /^relayer: cannot start: .*[Aa]ddress already in use.*: free the port or use another\n$/,
-      );
-    } finally {
-      held.close();
-      await Deno.remove(dir, { recursive: true });
-    }
-  }),
+  fn: timeout(60_000, () =>
+    inProject(async (dir) => {
+      // Another process (a relayer still running) holds the port.
+      const held = Deno.listen({ hostname: "127.0.0.1", port: 0 });
+      try {
+        const command = await project(dir, held.addr.port, {
+          ...SETTINGS,
+          SENDER_URL: "http://127.0.0.1:9",
+        });
+        const { code, stderr } = await command.output();
+        const err = new TextDecoder().decode(stderr);
+        assert.equal(code, 1, `exit code; stderr:\n${err}`);
+        assert.deepEqual(err.trimEnd().split("\n").length, 1, err);
+        assert.match(
+          err,
+          /^relayer: cannot start: .*[Aa]ddress already in use.*: free the port or use another\n$/,
+        );
+      } finally {
+        held.close();
+      }
+    })),
 });
 
 Deno.test({
   name:
     "docs/api.md's Deno service refuses KV_QUEUE in one line, as it runs no queue (main.ts does): it started, and each job it took was its publish stub's alone",
-  fn: timeout(60_000, async () => {
-    const dir = await Deno.makeTempDir({ prefix: "relayer_docs_deno_" });
-    try {
+  fn: timeout(60_000, () =>
+    inProject(async (dir) => {
       const command = await project(dir, freePort(), {
         ...SETTINGS,
         SENDER_URL: "http://127.0.0.1:9",
@@ -345,72 +335,67 @@ Deno.test({
         err,
         /^relayer: cannot start: KV_QUEUE is set, but this service runs no queue of Deno KV's \(main\.ts does\): unset it, and publish to your queue$/,
       );
-    } finally {
-      await Deno.remove(dir, { recursive: true });
-    }
-  }),
+    })),
 });
 
 Deno.test({
   name:
     "docs/api.md's Deno service ends within 10 s of SIGTERM, in one line that names the lock, while another program holds a write transaction on its Deno KV file, as main.ts does: closing KV waited for the lock with no end",
-  fn: timeout(60_000, async () => {
-    const dir = await Deno.makeTempDir({ prefix: "relayer_docs_deno_" });
-    const path = `${dir}/relayer.kv`;
-    // Keys that expire one a second: Deno KV's deletion of them meets the
-    // lock within about 2 s of its taking.
-    const seed = await Deno.openKv(path);
-    for (let i = 1; i <= 60; i++) {
-      await seed.set(["test", "expires", i], i, { expireIn: i * 1_000 });
-    }
-    seed.close();
-    const port = freePort();
-    let child: Deno.ChildProcess | undefined;
-    let db: DatabaseSync | undefined;
-    let timer: ReturnType<typeof setTimeout> | undefined;
-    try {
-      child = (await project(dir, port, {
-        ...SETTINGS,
-        SENDER_URL: "http://127.0.0.1:9",
-        KV_PATH: path,
-      })).spawn();
-      const stderr = new Response(child.stderr).text();
-      const stdout = new Response(child.stdout).text();
-      assert.ok(await readyWithin(port), "the service never answered");
-      db = new DatabaseSync(path);
-      db.exec("BEGIN IMMEDIATE; UPDATE kv SET v = v");
-      await new Promise((resolve) => setTimeout(resolve, 2_500));
-      const sentAt = performance.now();
-      child.kill("SIGTERM");
-      const ended = await Promise.race([
-        child.status,
-        new Promise<null>((resolve) => {
-          timer = setTimeout(() => resolve(null), 16_000);
-        }),
-      ]);
-      const tookMs = Math.round(performance.now() - sentAt);
-      assert.ok(ended !== null, "the service still ran 16 s after SIGTERM");
-      child = undefined;
-      const out = await stdout;
-      const err = await stderr;
-      assert.ok(tookMs < 10_000, `ended ${tookMs} ms after SIGTERM`);
-      assert.equal(ended.code, 1, `${out}\n${err}`);
-      assert.match(out, /relayer: SIGTERM: draining \(at most 8s\)/);
-      assert.doesNotMatch(out, /KV closed/);
-      assertOneLine(
-        err,
-        /^relayer: KV_PATH: .*relayer\.kv stayed locked by another program through the drain \(a write transaction: sqlite3, a backup tool\), and closing KV would wait for it with no end: exiting without closing it, as a kill would; end that transaction before the next start$/,
-      );
-    } finally {
-      clearTimeout(timer);
-      await killed(child);
-      if (db?.isOpen) {
-        db.exec("ROLLBACK");
-        db.close();
+  fn: timeout(60_000, () =>
+    inProject(async (dir) => {
+      const path = `${dir}/relayer.kv`;
+      // Keys that expire one a second: Deno KV's deletion of them meets the
+      // lock within about 2 s of its taking.
+      const seed = await Deno.openKv(path);
+      for (let i = 1; i <= 60; i++) {
+        await seed.set(["test", "expires", i], i, { expireIn: i * 1_000 });
       }
-      await Deno.remove(dir, { recursive: true });
-    }
-  }),
+      seed.close();
+      const port = freePort();
+      let child: Deno.ChildProcess | undefined;
+      let db: DatabaseSync | undefined;
+      let timer: ReturnType<typeof setTimeout> | undefined;
+      try {
+        child = (await project(dir, port, {
+          ...SETTINGS,
+          SENDER_URL: "http://127.0.0.1:9",
+          KV_PATH: path,
+        })).spawn();
+        const { stdout, stderr } = outputOf(child);
+        assert.ok(await readyWithin(port), "the service never answered");
+        db = new DatabaseSync(path);
+        db.exec("BEGIN IMMEDIATE; UPDATE kv SET v = v");
+        await new Promise((resolve) => setTimeout(resolve, 2_500));
+        const sentAt = performance.now();
+        child.kill("SIGTERM");
+        const ended = await Promise.race([
+          child.status,
+          new Promise<null>((resolve) => {
+            timer = setTimeout(() => resolve(null), 16_000);
+          }),
+        ]);
+        const tookMs = Math.round(performance.now() - sentAt);
+        assert.ok(ended !== null, "the service still ran 16 s after SIGTERM");
+        child = undefined;
+        const out = await stdout;
+        const err = await stderr;
+        assert.ok(tookMs < 10_000, `ended ${tookMs} ms after SIGTERM`);
+        assert.equal(ended.code, 1, `${out}\n${err}`);
+        assert.match(out, /relayer: SIGTERM: draining \(at most 8s\)/);
+        assert.doesNotMatch(out, /KV closed/);
+        assertOneLine(
+          err,
+          /^relayer: KV_PATH: .*relayer\.kv stayed locked by another program through the drain \(a write transaction: sqlite3, a backup tool\), and closing KV would wait for it with no end: exiting without closing it, as a kill would; end that transaction before the next start$/,
+        );
+      } finally {
+        clearTimeout(timer);
+        await killed(child);
+        if (db?.isOpen) {
+          db.exec("ROLLBACK");
+          db.close();
+        }
+      }
+    })),
 });
 
 Deno.test({
@@ -420,13 +405,7 @@ Deno.test({
     60_000,
     () =>
       midSend(30_000, SETTINGS, async ({ base, child, signer }) => {
-        await deliveryOf(
-          base,
-          SETTINGS.OPS_TOKEN,
-          SETTINGS.WEBHOOK_SECRET,
-          "pi_again",
-        );
-        await signer.firstStarted; // the delivery is mid-send
+        await sentMidway(base, signer, "pi_again");
         await secondSignalExits(child);
       }),
   ),
