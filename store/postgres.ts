@@ -1905,17 +1905,21 @@ export class PostgresStore implements Store {
           error,
         );
       }
-      const rule = outsideRule(error, this.#schema);
+      const rule = outsideRule(error, this.#schema, read);
       if (rule !== null) {
         // A rule on the store's tables that its migration does not make:
         // an admin's CHECK constraint or NOT NULL column, or a payment
-        // team's own trigger that RAISEs. Its statement failed, so its
-        // transaction rolled back. In the server's words alone ("audit:
-        // settling needs approval"), it read as the store's own bug, and
-        // not as nothing written.
-        throw notWritten(
+        // team's own trigger that RAISEs (on a read, a row-security
+        // policy's function). Its statement failed, so its transaction
+        // rolled back. In the server's words alone ("audit: settling needs
+        // approval"), it read as the store's own bug, and not as nothing
+        // written (or, for a read, nothing read).
+        const mark = read ? notRead : notWritten;
+        throw mark(
           new Error(
-            `Cannot ${what} as PostgreSQL refused it for ${rule.what}, which the store's migration does not make (added to its tables since): nothing of it was written; deliveries retry until ${rule.fix}`,
+            `Cannot ${what} as PostgreSQL refused it for ${rule.what}, which the store's migration does not make (added to its tables since): nothing of it was ${
+              read ? "read; it fails" : "written; deliveries retry"
+            } until ${rule.fix}`,
             { cause: error },
           ),
         );
@@ -4559,13 +4563,15 @@ const OWN_CONSTRAINTS: ReadonlySet<string> = new Set([
  * What refused a statement, where a rule the store's migration does not
  * make did (see `#run`): a CHECK, NOT NULL, unique (but a primary key),
  * foreign key or exclusion constraint added to one of its tables, or a
- * trigger's function that raised (the server's `where` names a PL/pgSQL function other than the
- * store's own, whose errors carry their own codes, RL…, and the inline
- * block of its commit); else `null`.
+ * trigger's function that raised (on a `read`, a row-security policy's:
+ * the server's `where` names a PL/pgSQL function other than the store's
+ * own, whose errors carry their own codes, RL…, and the inline block of
+ * its commit); else `null`.
  */
 function outsideRule(
   error: unknown,
   schema: string,
+  read = false,
 ): { what: string; fix: string } | null {
   const {
     code,
@@ -4593,7 +4599,9 @@ function outsideRule(
     ? ` on ${elsewhere ? `${schema_name}.` : ""}${table_name}`
     : "";
   const said = oneLine(String(message));
-  const fix = "that rule lets the store's writes through, or is removed";
+  const fix = `that rule lets the store's ${
+    read ? "reads" : "writes"
+  } through, or is removed`;
   switch (code) {
     case "23502":
       return {
@@ -4617,7 +4625,12 @@ function outsideRule(
     ? /PL\/pgSQL function ([^\s(]+\([^)]*\))/.exec(where)?.[1]
     : undefined;
   if (fn === undefined || fn.startsWith("inline_code_block")) return null;
-  return { what: `the function ${fn}, a trigger's (${said})`, fix };
+  return {
+    what: `the function ${fn}, ${
+      read ? "a policy's" : "a trigger's"
+    } (${said})`,
+    fix,
+  };
 }
 
 /**

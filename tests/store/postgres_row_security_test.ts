@@ -443,3 +443,45 @@ Deno.test({
       }),
   ),
 });
+
+Deno.test({
+  name:
+    "PostgresStore names a team's function that refuses a read (a row-security policy's on dead_letters, raising) as nothing read, not as nothing written",
+  ignore,
+  fn: timeout(
+    30_000,
+    () =>
+      serviceStore(["pi_1"], async ({ owner, store, schema, rls, admin }) => {
+        await owner.putDeadLetter({
+          jobId: "pi_1/settle",
+          intentId: "pi_1",
+          deliveries: 1,
+          cause: "declared",
+          reason: "declared poison",
+          resolution: "dropped",
+          lastError: "boom",
+          poisonedAt: 1,
+        });
+        await admin.unsafe(
+          `CREATE FUNCTION "${schema}".audit_read() RETURNS boolean
+            LANGUAGE plpgsql AS $$
+            BEGIN RAISE EXCEPTION 'audit: reads of dead letters need a ticket'; END $$;
+          CREATE POLICY audit ON "${schema}".dead_letters
+            USING ("${schema}".audit_read())`,
+        );
+        await rls("dead_letters");
+        // Before: "… nothing of it was written; deliveries retry until …",
+        // marked nothing written, for a list that writes nothing.
+        const error = await store.listDeadLetters({ limit: 10 }).then(
+          () => assert.fail("the list went on"),
+          (error: Error) => error,
+        );
+        assert.match(
+          error.message,
+          /^Cannot list dead letters as PostgreSQL refused it for the function \S*audit_read\(\), a policy's \(audit: reads of dead letters need a ticket\), which the store's migration does not make \(added to its tables since\): nothing of it was read; it fails until that rule lets the store's reads through, or is removed$/,
+        );
+        assert.ok(isNotRead(error), "not marked nothing read");
+        assert.ok(!isNotWritten(error), "marked nothing written");
+      }),
+  ),
+});
