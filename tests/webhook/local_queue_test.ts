@@ -26,6 +26,28 @@ class FlakyStore extends MemoryStore {
   }
 }
 
+/**
+ * A MemoryStore that cannot keep a dead letter while `down` is true; with
+ * `once`, it is back after its first refusal.
+ */
+class NoLetters extends MemoryStore {
+  down = true;
+  readonly #once: boolean;
+  constructor(once = false) {
+    super();
+    this.#once = once;
+  }
+  override putDeadLetter(
+    ...args: Parameters<MemoryStore["putDeadLetter"]>
+  ): Promise<void> {
+    if (this.down) {
+      if (this.#once) this.down = false;
+      return Promise.reject(new Error("store unreachable"));
+    }
+    return super.putDeadLetter(...args);
+  }
+}
+
 function consumerOn(store: MemoryStore) {
   const sent: [LocalQueueMessage, number][] = [];
   const lines: string[] = [];
@@ -109,15 +131,6 @@ Deno.test("localQueueConsumer() keeps a malformed message as a dead letter with 
 });
 
 Deno.test("localQueueConsumer() puts a malformed message back on the queue, backing off, while its dead letter cannot be written, and keeps it once it can", async () => {
-  class NoLetters extends MemoryStore {
-    down = true;
-    override putDeadLetter(
-      ...args: Parameters<MemoryStore["putDeadLetter"]>
-    ): Promise<void> {
-      if (this.down) return Promise.reject(new Error("store unreachable"));
-      return super.putDeadLetter(...args);
-    }
-  }
   const store = new NoLetters();
   const { consume, sent, lines } = consumerOn(store);
   await consume({ job: { intentId: "pi_0002" } });
@@ -530,15 +543,6 @@ Deno.test("localQueueConsumer() keeps a bare job (the job itself enqueued, not w
 });
 
 Deno.test("localQueueConsumer() puts a malformed message back whole while its dead letter cannot be written: what it held is kept once the store is back, not a message with nothing in it", async () => {
-  class NoLetters extends MemoryStore {
-    down = true;
-    override putDeadLetter(
-      ...args: Parameters<MemoryStore["putDeadLetter"]>
-    ): Promise<void> {
-      if (this.down) return Promise.reject(new Error("store unreachable"));
-      return super.putDeadLetter(...args);
-    }
-  }
   for (
     const message of [
       job,
@@ -570,21 +574,9 @@ Deno.test("localQueueConsumer() puts a malformed message back whole while its de
 });
 
 Deno.test("localQueueConsumer() on a Deno KV file: a bare job whose dead letter could not be written comes back off the queue whole, and is kept naming its intent", async () => {
-  class NoLetters extends MemoryStore {
-    down = true;
-    override putDeadLetter(
-      ...args: Parameters<MemoryStore["putDeadLetter"]>
-    ): Promise<void> {
-      if (this.down) {
-        this.down = false; // back for the message's next delivery
-        return Promise.reject(new Error("store unreachable"));
-      }
-      return super.putDeadLetter(...args);
-    }
-  }
   const dir = await Deno.makeTempDir({ prefix: "relayer_local_queue_" });
   const kv = await Deno.openKv(`${dir}/queue.kv`);
-  const store = new NoLetters();
+  const store = new NoLetters(true); // back for the message's next delivery
   const seen: unknown[] = [];
   const consume = localQueueConsumer({
     relayer: createRelayer({
