@@ -21,6 +21,13 @@
  * A `reserve()` made after the one before it settled cannot meet it: by
  * then that connection is marked.
  *
+ * Until it is marked, the connection is among the pool's busy ones, and a
+ * plain query handed to the pool then goes out on it, ahead of the
+ * write's first query. So the store's plain requests take turns too:
+ * while a `reserve()` made here waits, they are held back, and go out
+ * when the turn passes, before the next `reserve()` is made
+ * ({@linkcode plainInTurn}).
+ *
  * A close of a connection of the pool hands the head of postgres.js's queue
  * to that connection to open it again. A `reserve()` handed so is never
  * handed a connection: dropped once the connection is open, it never settles
@@ -76,6 +83,12 @@ interface Turns {
   queue: Waiter[];
   /** The queue's length at which the callers that gave up are let go (see `reserveInTurn`). */
   pruneAt: number;
+  /**
+   * The plain requests (a query handed to the pool, a `begin()`) made
+   * through {@linkcode plainInTurn} while the turn was held: sent, in
+   * order, when it passes, before the next `reserve()` is made.
+   */
+  plain: (() => void)[];
 }
 
 /** A caller waiting for the turn. */
@@ -126,33 +139,39 @@ export function reserveInTurn<T>(
   const key = pool(client);
   let turns = TURNS.get(key);
   if (turns === undefined) {
-    turns = { held: false, queue: [], pruneAt: PRUNE_AT };
+    turns = { held: false, queue: [], pruneAt: PRUNE_AT, plain: [] };
     TURNS.set(key, turns);
   }
   const mine = turns;
   return new Promise<T | null>((resolve, reject) => {
     const take = () => {
       mine.held = true;
-      let passed = false;
-      const pass = () => {
-        if (passed) return;
-        passed = true;
-        stopWatch();
-        passOn(mine);
-      };
-      // After a close, once a round of probes settled while this waits:
-      // it is out of postgres.js's queue, never to be handed a connection.
-      const stopWatch = onPoolClose(client, () => {
-        void probesSettled(client).then(pass);
-      });
-      // Settled once postgres.js marked the connection reserved: the next
-      // `reserve()` can no longer be handed it.
-      client.reserve().then((connection) => {
-        pass();
-        resolve(connection);
-      }, (error) => {
-        pass();
-        reject(error);
+      // A microtask later: postgres.js hands a query to its pool a
+      // microtask after it is awaited, so one awaited before the turn was
+      // taken (a `begin()`'s `BEGIN` among them) is on a connection before
+      // this `reserve()` is in the pool's queue (see `plainInTurn`).
+      queueMicrotask(() => {
+        let passed = false;
+        const pass = () => {
+          if (passed) return;
+          passed = true;
+          stopWatch();
+          passOn(mine);
+        };
+        // After a close, once a round of probes settled while this waits:
+        // it is out of postgres.js's queue, never to be handed a connection.
+        const stopWatch = onPoolClose(client, () => {
+          void probesSettled(client).then(pass);
+        });
+        // Settled once postgres.js marked the connection reserved: the next
+        // `reserve()` can no longer be handed it.
+        client.reserve().then((connection) => {
+          pass();
+          resolve(connection);
+        }, (error) => {
+          pass();
+          reject(error);
+        });
       });
     };
     const waiter: Waiter = { gaveUp, passOver: () => resolve(null), take };
@@ -180,6 +199,8 @@ export function reserveInTurn<T>(
  */
 function passOn(turns: Turns): void {
   turns.held = false;
+  // Out before the next `reserve()` is in the pool's queue.
+  for (const send of turns.plain.splice(0)) send();
   for (let next = turns.queue.shift(); next; next = turns.queue.shift()) {
     if (next.gaveUp()) {
       next.passOver();
@@ -218,3 +239,78 @@ function probesSettled(client: Reserving<unknown>): Promise<unknown> {
  * answer came (an option of `sql.unsafe()` its types leave out).
  */
 const ALONE = { onexecute: () => false } as Record<string, unknown>;
+
+/** Per client: the client whose plain requests take turns with its `reserve()`s (see `plainInTurn`). */
+const PLAIN = new WeakMap<object, unknown>();
+
+/**
+ * `client`, its plain requests held back while one of its `reserve()`s
+ * made through {@linkcode reserveInTurn} waits, and sent when the turn
+ * passes: a query (the tagged template, `unsafe()`) when postgres.js
+ * hands it to its pool, a `begin()` when it is called.
+ *
+ * postgres.js 3.4.9 hands an idle connection to the `reserve()` at the
+ * head of its queue and moves it out of its busy connections only when
+ * that `reserve()`'s `await` resumes, a microtask later. A query handed to
+ * the pool meanwhile (one awaited a microtask before; Deno's `node:net`
+ * reads a socket's chunk in a microtask of its own) can go out on that
+ * connection; and a `reserve()`'s first query is written at once, behind
+ * it. A query postgres.js describes first (one with parameters on its
+ * first run on a connection; every one with `prepare: false`) has only
+ * its `Parse` and `Describe` out then, and its answers are matched to
+ * queries by their order: it took the other's answers as its own (a read
+ * of an intent answered with a write's rows) and the write was refused
+ * "unnamed prepared statement does not exist"
+ * (`tests/store/postgres_reserve_window_test.ts`). A `BEGIN` of
+ * `begin()` there would give the connection two owners. Held back while
+ * the turn is held, none is handed to the pool in that window.
+ *
+ * @param client A postgres.js client.
+ * @returns The same client for everything else, one per client.
+ */
+export function plainInTurn<C extends object>(client: C): C {
+  const known = PLAIN.get(client);
+  if (known !== undefined) return known as C;
+  const key = pool(client as Reserving<unknown>);
+  /** Sends `send` now, or when the turn passes if it is held. */
+  const inTurn = (send: () => void) => {
+    const turns = TURNS.get(key);
+    if (turns?.held) turns.plain.push(send);
+    else send();
+  };
+  /** `query`, handed to the pool in turn if it is a postgres.js query. */
+  const held = <Q>(query: Q): Q => {
+    const q = query as { handler?: unknown; handle?: unknown };
+    if (typeof q?.handler === "function" && typeof q.handle === "function") {
+      const send = q.handler as (self: unknown) => void;
+      q.handler = (self: unknown) => inTurn(() => send(self));
+    }
+    return query;
+  };
+  const gated = new Proxy(client, {
+    apply: (target, self, args) =>
+      held(Reflect.apply(target as () => unknown, self, args)),
+    get(target, name) {
+      const value = Reflect.get(target, name);
+      if (typeof value !== "function") return value;
+      if (name === "unsafe") {
+        return (...args: unknown[]) => held(Reflect.apply(value, target, args));
+      }
+      if (name === "begin") {
+        return (...args: unknown[]) =>
+          new Promise((resolve, reject) =>
+            inTurn(() => {
+              try {
+                resolve(Reflect.apply(value, target, args));
+              } catch (error) {
+                reject(error);
+              }
+            })
+          );
+      }
+      return value;
+    },
+  });
+  PLAIN.set(client, gated);
+  return gated;
+}

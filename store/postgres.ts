@@ -75,7 +75,7 @@ import {
   typeFetchLost,
 } from "./_postgres_errors.ts";
 import { onPoolClose, poolCloses } from "./_postgres_closes.ts";
-import { reserveInTurn } from "./_reserve_turns.ts";
+import { plainInTurn, reserveInTurn } from "./_reserve_turns.ts";
 import { heldBySession } from "./_held_lock.ts";
 import { notRead, notWritten } from "./_not_written.ts";
 import { readOnly } from "./_read_only.ts";
@@ -756,7 +756,10 @@ function sweepKey(client: postgres.Sql, schema: string): string {
  * ```
  */
 export class PostgresStore implements Store {
+  /** The client, its plain queries in turn with the writes' `reserve()`s (see `plainInTurn`). */
   #sql: postgres.Sql;
+  /** The client as given: the writes' `reserve()`s go through it. */
+  #client: postgres.Sql;
   #waitMs: number;
   /** The `lock_timeout` of a write's flight: half of `connectionWaitMs`. */
   #lockMs: number;
@@ -920,7 +923,8 @@ export class PostgresStore implements Store {
       );
     }
     const client = sql as unknown as postgres.Sql;
-    this.#sql = client;
+    this.#client = client;
+    this.#sql = plainInTurn(client);
     this.#closes = poolCloses(client);
     this.#reopenedAt = this.#closes.count;
     this.#schema = schema;
@@ -2943,7 +2947,7 @@ export class PostgresStore implements Store {
       const reserve = () => {
         // In turn with the client's other `reserve()`s, or postgres.js may
         // hand two of them one connection (see `_reserve_turns.ts`).
-        reserveInTurn(this.#sql, () => done).then((connection) => {
+        reserveInTurn(this.#client, () => done).then((connection) => {
           if (connection === null) return;
           if (done) return connection.release();
           done = true;

@@ -11,7 +11,7 @@
  */
 
 import assert from "node:assert/strict";
-import { reserveInTurn } from "../../store/_reserve_turns.ts";
+import { plainInTurn, reserveInTurn } from "../../store/_reserve_turns.ts";
 
 /** A client of `reserve()`s that wait until settled by hand, and closes made by hand. */
 function client() {
@@ -281,4 +281,134 @@ Deno.test("reserveInTurn() keeps at most as many callers that gave up as callers
   const gaveUp = callers(sql, 250, true);
   const kept = await unanswered(gaveUp.answers);
   assert.ok(kept < 100, `${kept} of 250 that gave up still kept`);
+});
+
+/**
+ * `client()`'s stand-in made callable as postgres.js's is: its queries
+ * (the tagged template, `unsafe()`) are handed to the pool as postgres.js
+ * 3.4.9 hands them (`handle()` calls `handler` once), each logged by its
+ * text in `sent` then; `begin()` is logged when called, and its `BEGIN`
+ * a microtask later, when postgres.js hands it to the pool.
+ */
+function callable() {
+  const { client: base, waiting, close } = client();
+  const sent: string[] = [];
+  const query = (text: string) => ({
+    handler: () => void sent.push(text),
+    handle() {
+      this.handler();
+    },
+    execute() {
+      this.handle();
+      return Promise.resolve([]);
+    },
+  });
+  const sql = Object.assign(
+    (strings: TemplateStringsArray, ..._values: unknown[]) =>
+      query(strings.join("?")),
+    {
+      ...base,
+      reserve: () => {
+        sent.push("reserve()");
+        return base.reserve();
+      },
+      unsafe: (text: string, _args?: never[], _options?: object) => query(text),
+      begin: async () => {
+        sent.push("begin()");
+        await 1;
+        sent.push("BEGIN");
+        return "begun";
+      },
+    },
+  );
+  return { sql, waiting, close, sent };
+}
+
+Deno.test("plainInTurn() hands a query to the pool at once while no reserve() waits, and holds one back while one does until the turn passes, before the next reserve()", async () => {
+  const { sql, waiting, sent } = callable();
+  const plain = plainInTurn(sql);
+  plain`SELECT 1`.handle();
+  assert.deepEqual(sent, ["SELECT 1"]);
+  const first = reserveInTurn(sql, () => false);
+  const second = reserveInTurn(sql, () => false);
+  await settle();
+  plain`SELECT ${2}`.handle();
+  plain.unsafe("SELECT 3").handle();
+  await settle();
+  assert.deepEqual(sent, ["SELECT 1", "reserve()"], "held back");
+  waiting[0]!.resolve("a");
+  await settle();
+  // Out in order once the turn passed, before the next reserve() asked.
+  assert.deepEqual(sent, [
+    "SELECT 1",
+    "reserve()",
+    "SELECT ?",
+    "SELECT 3",
+    "reserve()",
+  ]);
+  waiting[1]!.resolve("b");
+  assert.deepEqual(await Promise.all([first, second]), ["a", "b"]);
+  plain`SELECT 4`.handle();
+  assert.equal(sent.at(-1), "SELECT 4", "at once: no reserve() waits");
+});
+
+Deno.test("plainInTurn() calls begin() at once while no reserve() waits, and, while one does, once the turn passes, before the next reserve()", async () => {
+  const { sql, waiting, sent } = callable();
+  const plain = plainInTurn(sql);
+  assert.equal(await plain.begin(), "begun");
+  const first = reserveInTurn(sql, () => false);
+  const second = reserveInTurn(sql, () => false);
+  await settle();
+  const begun = plain.begin();
+  await settle();
+  assert.deepEqual(sent, ["begin()", "BEGIN", "reserve()"]);
+  waiting[0]!.resolve("a");
+  assert.equal(await begun, "begun");
+  await settle();
+  assert.deepEqual(sent, [
+    "begin()",
+    "BEGIN",
+    "reserve()",
+    "begin()",
+    "BEGIN",
+    "reserve()",
+  ]);
+  waiting[1]!.resolve("b");
+  assert.deepEqual(await Promise.all([first, second]), ["a", "b"]);
+});
+
+Deno.test("reserveInTurn() asks for its reserve() only after the BEGIN of a begin() called just before is handed to the pool", async () => {
+  const { sql, waiting, sent } = callable();
+  const begun = plainInTurn(sql).begin();
+  const reserved = reserveInTurn(sql, () => false);
+  await settle();
+  assert.deepEqual(sent, ["begin()", "BEGIN", "reserve()"]);
+  waiting[0]!.resolve("a");
+  assert.deepEqual(await Promise.all([begun, reserved]), ["begun", "a"]);
+});
+
+Deno.test("plainInTurn() holds back nothing for good behind a reserve() a close stranded: the close's probes, not held back, pass the turn", async () => {
+  const { sql, waiting, close, sent } = callable();
+  const plain = plainInTurn(sql);
+  void reserveInTurn(sql, () => false);
+  await settle();
+  plain`SELECT 'held'`.handle();
+  // The reserve() may be stranded (porsager/postgres#1195): the probes go,
+  // one more than the pool's one connection, and the turn passes.
+  close();
+  await settle();
+  assert.deepEqual(sent, [
+    "reserve()",
+    "SELECT 1",
+    "SELECT 1",
+    "SELECT 'held'",
+  ]);
+  assert.equal(waiting.length, 1, "no other reserve() was asked for");
+});
+
+Deno.test("plainInTurn() is one client per client, the same for everything but queries and begin()", () => {
+  const { sql } = callable();
+  assert.equal(plainInTurn(sql), plainInTurn(sql));
+  assert.equal(plainInTurn(sql).options, sql.options);
+  assert.equal(plainInTurn(sql).reserve, sql.reserve);
 });
