@@ -246,8 +246,8 @@ const PLAIN = new WeakMap<object, unknown>();
 /**
  * `client`, its plain requests held back while one of its `reserve()`s
  * made through {@linkcode reserveInTurn} waits, and sent when the turn
- * passes: a query (the tagged template, `unsafe()`) when postgres.js
- * hands it to its pool, a `begin()` when it is called.
+ * passes: a query with values (the tagged template, `unsafe()`) when
+ * postgres.js hands it to its pool, a `begin()` when it is called.
  *
  * postgres.js 3.4.9 hands an idle connection to the `reserve()` at the
  * head of its queue and moves it out of its busy connections only when
@@ -263,7 +263,11 @@ const PLAIN = new WeakMap<object, unknown>();
  * "unnamed prepared statement does not exist"
  * (`tests/store/postgres_reserve_window_test.ts`). A `BEGIN` of
  * `begin()` there would give the connection two owners. Held back while
- * the turn is held, none is handed to the pool in that window.
+ * the turn is held, none is handed to the pool in that window. A query
+ * without values is sent whole, and answered before the write's: it goes
+ * at once (the store's question that lets go of a connection it holds is
+ * one; held back, it waited for the very `reserve()` waiting for that
+ * connection, `tests/store/postgres_offset_answer_test.ts`).
  *
  * @param client A postgres.js client.
  * @returns The same client for everything else, one per client.
@@ -278,10 +282,25 @@ export function plainInTurn<C extends object>(client: C): C {
     if (turns?.held) turns.plain.push(send);
     else send();
   };
-  /** `query`, handed to the pool in turn if it is a postgres.js query. */
+  /**
+   * `query`, handed to the pool in turn if it is a postgres.js query that
+   * may be described first: one with values. One without (a simple query,
+   * a tagged template with none) is sent whole, its answers before the
+   * write's; and the store's queries that let a connection it holds go
+   * are such (a write waiting for the turn may wait for that connection).
+   */
   const held = <Q>(query: Q): Q => {
-    const q = query as { handler?: unknown; handle?: unknown };
-    if (typeof q?.handler === "function" && typeof q.handle === "function") {
+    const q = query as {
+      handler?: unknown;
+      handle?: unknown;
+      args?: unknown;
+      options?: { simple?: unknown };
+    };
+    if (
+      typeof q?.handler === "function" && typeof q.handle === "function" &&
+      q.options?.simple !== true &&
+      !(Array.isArray(q.args) && q.args.length === 0)
+    ) {
       const send = q.handler as (self: unknown) => void;
       q.handler = (self: unknown) => inTurn(() => send(self));
     }

@@ -293,7 +293,9 @@ Deno.test("reserveInTurn() keeps at most as many callers that gave up as callers
 function callable() {
   const { client: base, waiting, close } = client();
   const sent: string[] = [];
-  const query = (text: string) => ({
+  const query = (text: string, args: unknown[], simple = false) => ({
+    args,
+    options: { simple },
     handler: () => void sent.push(text),
     handle() {
       this.handler();
@@ -304,15 +306,16 @@ function callable() {
     },
   });
   const sql = Object.assign(
-    (strings: TemplateStringsArray, ..._values: unknown[]) =>
-      query(strings.join("?")),
+    (strings: TemplateStringsArray, ...values: unknown[]) =>
+      query(strings.join("?"), values),
     {
       ...base,
       reserve: () => {
         sent.push("reserve()");
         return base.reserve();
       },
-      unsafe: (text: string, _args?: never[], _options?: object) => query(text),
+      unsafe: (text: string, args: unknown[] = []) =>
+        query(text, args, args.length === 0),
       begin: async () => {
         sent.push("begin()");
         await 1;
@@ -324,32 +327,44 @@ function callable() {
   return { sql, waiting, close, sent };
 }
 
-Deno.test("plainInTurn() hands a query to the pool at once while no reserve() waits, and holds one back while one does until the turn passes, before the next reserve()", async () => {
+Deno.test("plainInTurn() hands a query with values to the pool at once while no reserve() waits, and holds one back while one does until the turn passes, before the next reserve()", async () => {
   const { sql, waiting, sent } = callable();
   const plain = plainInTurn(sql);
-  plain`SELECT 1`.handle();
-  assert.deepEqual(sent, ["SELECT 1"]);
+  plain`SELECT ${1}`.handle();
+  assert.deepEqual(sent, ["SELECT ?"]);
   const first = reserveInTurn(sql, () => false);
   const second = reserveInTurn(sql, () => false);
   await settle();
   plain`SELECT ${2}`.handle();
-  plain.unsafe("SELECT 3").handle();
+  plain.unsafe("SELECT $1", [3]).handle();
   await settle();
-  assert.deepEqual(sent, ["SELECT 1", "reserve()"], "held back");
+  assert.deepEqual(sent, ["SELECT ?", "reserve()"], "held back");
   waiting[0]!.resolve("a");
   await settle();
   // Out in order once the turn passed, before the next reserve() asked.
   assert.deepEqual(sent, [
-    "SELECT 1",
+    "SELECT ?",
     "reserve()",
     "SELECT ?",
-    "SELECT 3",
+    "SELECT $1",
     "reserve()",
   ]);
   waiting[1]!.resolve("b");
   assert.deepEqual(await Promise.all([first, second]), ["a", "b"]);
-  plain`SELECT 4`.handle();
-  assert.equal(sent.at(-1), "SELECT 4", "at once: no reserve() waits");
+  plain`SELECT ${4}`.handle();
+  assert.equal(sent.length, 6, "at once: no reserve() waits");
+});
+
+Deno.test("plainInTurn() hands a query without values to the pool at once while a reserve() waits: sent whole, it is answered before the write's", async () => {
+  const { sql, waiting, sent } = callable();
+  const plain = plainInTurn(sql);
+  const reserved = reserveInTurn(sql, () => false);
+  await settle();
+  plain`SELECT 1`.handle();
+  plain.unsafe("SELECT 2").handle();
+  assert.deepEqual(sent, ["reserve()", "SELECT 1", "SELECT 2"]);
+  waiting[0]!.resolve("a");
+  assert.equal(await reserved, "a");
 });
 
 Deno.test("plainInTurn() calls begin() at once while no reserve() waits, and, while one does, once the turn passes, before the next reserve()", async () => {
@@ -392,7 +407,7 @@ Deno.test("plainInTurn() holds back nothing for good behind a reserve() a close 
   const plain = plainInTurn(sql);
   void reserveInTurn(sql, () => false);
   await settle();
-  plain`SELECT 'held'`.handle();
+  plain`SELECT ${"held"}`.handle();
   // The reserve() may be stranded (porsager/postgres#1195): the probes go,
   // one more than the pool's one connection, and the turn passes.
   close();
@@ -401,7 +416,7 @@ Deno.test("plainInTurn() holds back nothing for good behind a reserve() a close 
     "reserve()",
     "SELECT 1",
     "SELECT 1",
-    "SELECT 'held'",
+    "SELECT ?",
   ]);
   assert.equal(waiting.length, 1, "no other reserve() was asked for");
 });
