@@ -2395,7 +2395,13 @@ export class PostgresStore implements Store {
    * and later can: that pooler is not tested here.)
    */
   #selectOne(): postgres.PendingQuery<postgres.Row[]> {
-    const probe = this.#sql`SELECT ${1}::int`;
+    // On the client as given, not held back behind a write's reserve()
+    // (see `plainInTurn`): the probes are part of that wait, sent after a
+    // close to open the pool's closed connections before it asks again.
+    // Held back behind the very reserve() they go ahead of, they left
+    // postgres.js's queue a request whose reconnect outlived the client
+    // (3 of 11 runs of postgres_refused_connection_test.ts; 0 of 8 so).
+    const probe = this.#client`SELECT ${1}::int`;
     // Never sent again (see `neverResent`): on a session that lost its
     // statements, several probes on one connection would be.
     neverResent(probe);
