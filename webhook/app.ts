@@ -1488,11 +1488,15 @@ function counted(n: number, noun: string): string {
 /**
  * An SQS record of a Lambda event as an element of a batch: its body (the
  * queue's message text) and its ApproximateReceiveCount, which SQS gives
- * as a decimal string, as a number.
+ * as a decimal string, as a number; an SNS event's record, its
+ * notification (`Sns`), which carries no count.
  */
 function sqsRecord(record: unknown): { element: unknown; count?: number } {
   if (typeof record !== "object" || record === null) return { element: record };
-  const { body, attributes } = record as Record<string, unknown>;
+  const { body, attributes, Sns } = record as Record<string, unknown>;
+  if (body === undefined && typeof Sns === "object" && Sns !== null) {
+    return { element: Sns };
+  }
   const received = typeof attributes === "object" && attributes !== null
     ? (attributes as Record<string, unknown>).ApproximateReceiveCount
     : undefined;
@@ -1501,14 +1505,61 @@ function sqsRecord(record: unknown): { element: unknown; count?: number } {
     : { element: body };
 }
 
+/** Whether `record` is an SNS event's record (its notification in `Sns`). */
+function snsRecord(record: unknown): boolean {
+  return typeof record === "object" && record !== null &&
+    !("body" in record) && typeof (record as { Sns?: unknown }).Sns ===
+      "object" &&
+    (record as { Sns?: unknown }).Sns !== null;
+}
+
+/**
+ * The message an AWS bus's envelope around a job holds (`inner`), what
+ * the envelope is and how to send its message alone, or `undefined` for a
+ * body that is no envelope (a delivery, a bare job). An SNS notification
+ * (`{"Type":"Notification","Message":"<text>"}`) is what an SQS queue
+ * subscribed to a topic holds unless the subscription's raw message
+ * delivery is on; an EventBridge event (`{"detail-type":…,"detail":…}`)
+ * is what a rule's target gets unless it is given an input path. A bridge
+ * that passes its message on as it came sends the envelope.
+ */
+function envelopeOf(
+  value: unknown,
+): { inner: unknown; what: string; how: string } | undefined {
+  if (
+    typeof value !== "object" || value === null || Array.isArray(value) ||
+    "job" in value || "intentId" in value
+  ) return undefined;
+  const fields = value as Record<string, unknown>;
+  if (fields.Type === "Notification" && typeof fields.Message === "string") {
+    return {
+      inner: fields.Message,
+      what: 'an SNS notification, {"Type":"Notification","Message":…}',
+      how:
+        `takes the delivery its Message holds, parsed, as the body, ${DELIVERY_EXAMPLE}: turn on raw message delivery on the SQS queue's subscription to the topic, or have the bridge send the Message parsed`,
+    };
+  }
+  if ("detail" in fields) {
+    return {
+      inner: fields.detail,
+      what: 'an EventBridge event, {"detail-type":…,"detail":…}',
+      how:
+        `takes the delivery its detail holds as the body, ${DELIVERY_EXAMPLE}: give the rule's target the input path $.detail, or have the bridge send the detail`,
+    };
+  }
+  return undefined;
+}
+
 /**
  * The readable job an element of a batch holds, with the count it
  * carries: a delivery's or give-up's `job`, or a bare job (the element
- * without a bridge's fields), as an object or its JSON text; else
- * `undefined`.
+ * without a bridge's fields), as an object or its JSON text, or inside an
+ * SNS notification or an EventBridge event ({@linkcode envelopeOf}; at
+ * most two, an event sent through a topic); else `undefined`.
  */
 function batchJob(
   element: unknown,
+  envelopes = 0,
 ):
   | { job: unknown; attempt: unknown; delivery: unknown; gaveUp: unknown }
   | undefined {
@@ -1524,6 +1575,10 @@ function batchJob(
   }
   if (typeof value !== "object" || value === null || Array.isArray(value)) {
     return undefined;
+  }
+  const envelope = envelopeOf(value);
+  if (envelope !== undefined) {
+    return envelopes < 2 ? batchJob(envelope.inner, envelopes + 1) : undefined;
   }
   const fields = value as Record<string, unknown>;
   const { job: wrapped, delivery, messageId: _id, gaveUp, ...bare } = fields;
@@ -3683,11 +3738,13 @@ export function createApp(deps: AppDeps): WebhookApp {
     ) {
       const records = (body as { Records: unknown[] }).Records;
       elements = records.map(sqsRecord);
-      what = `an SQS event of ${
+      const sns = records.length > 0 && records.every(snsRecord);
+      what = `an ${sns ? "SNS" : "SQS"} event of ${
         counted(records.length, "record")
       }, {"Records": …}`;
-      how =
-        "send each record's body, parsed, as a request of its own (its ApproximateReceiveCount as 'delivery', a number, and its messageId as 'messageId')";
+      how = sns
+        ? "send each record's Sns.Message, parsed, as a request of its own"
+        : "send each record's body, parsed, as a request of its own (its ApproximateReceiveCount as 'delivery', a number, and its messageId as 'messageId')";
     } else {
       return undefined;
     }
@@ -3768,6 +3825,56 @@ export function createApp(deps: AppDeps): WebhookApp {
     ).response;
   }
 
+  /**
+   * A signed SNS notification or EventBridge event ({@linkcode envelopeOf})
+   * whose message holds a readable job (a delivery, a give-up or a bare
+   * job, or the JSON text of one), as a bridge that passes its message on
+   * as it came sends it: kept as the letter a job that cannot be read
+   * gets, named by the job as sent (so the job sent alone, or in another
+   * envelope, keeps the same one), naming its intent, with the count it
+   * carries; then refused 400, saying how to send the job itself. Refused
+   * with nothing kept, a bridge that takes a 4xx as final dropped it, and
+   * the intent was left with no job and no dead letter. `undefined` for a
+   * body that is no envelope, or one of no readable job (refused as
+   * before).
+   */
+  async function keptEnvelope(
+    body: unknown,
+    claim: ReplayClaim | undefined,
+  ): Promise<Response | undefined> {
+    let twice = "";
+    if (typeof body === "string") {
+      try {
+        body = JSON.parse(
+          body.charCodeAt(0) === 0xfeff ? body.slice(1) : body,
+        );
+      } catch {
+        return undefined;
+      }
+      twice = "a JSON text of ";
+    }
+    const envelope = envelopeOf(body);
+    const seen = envelope === undefined ? undefined : batchJob(envelope.inner);
+    if (envelope === undefined || seen === undefined) return undefined;
+    const { job, attempt, delivery, gaveUp } = seen;
+    const why =
+      `The body is ${twice}${envelope.what}: POST /v1/deliveries ${envelope.how}.`;
+    return await keepUnreadable(
+      "generic",
+      JSON.stringify(job),
+      { attempt, job },
+      why,
+      letterKept(delivery, gaveUp, (jobId) =>
+        badInput(
+          "deliveries",
+          `${why} Kept as the dead letter ${jobId}: publish a readable job for intent ${
+            intentIdSeen(job)
+          }, then discard the letter.`,
+        ).response),
+      claim,
+    );
+  }
+
   app.post("/v1/deliveries", async (c) => {
     const header = deliveriesHeaders(c);
     let read: { bytes: Uint8Array; text: string };
@@ -3836,11 +3943,11 @@ export function createApp(deps: AppDeps): WebhookApp {
     if (over && gaveUp === undefined) throw tooLarge(maxBodyBytes);
     if (typeof body === "string") {
       const kept = await keptTwice(body, claim) ??
-        await keptBatch(body, claim);
+        await keptBatch(body, claim) ?? await keptEnvelope(body, claim);
       if (kept !== undefined) return kept;
     }
     const batch = rawJob === undefined
-      ? await keptBatch(body, claim)
+      ? await keptBatch(body, claim) ?? await keptEnvelope(body, claim)
       : undefined;
     if (batch !== undefined) return batch;
     if (rawJob === undefined) {
