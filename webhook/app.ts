@@ -1551,17 +1551,28 @@ function envelopeOf(
 }
 
 /**
- * The readable job an element of a batch holds, with the count it
- * carries: a delivery's or give-up's `job`, or a bare job (the element
- * without a bridge's fields), as an object or its JSON text, or inside an
- * SNS notification or an EventBridge event ({@linkcode envelopeOf}; at
- * most two, an event sent through a topic); else `undefined`.
+ * The job an element of a batch holds, with the count it carries: a
+ * delivery's or give-up's `job`, or a bare job (the element without a
+ * bridge's fields), as an object or its JSON text, or inside an SNS
+ * notification or an EventBridge event ({@linkcode envelopeOf}; at most
+ * two, an event sent through a topic); else `undefined`. A job that
+ * cannot be read but names its intent (`{"intentId":"pi_1","kind":
+ * "Settle"}`) is one too, with why it cannot be read (`unread`), as the
+ * route keeps it sent alone: dropped, a bridge that takes a 4xx as final
+ * left its intent with no job and no letter. One that names no intent (or
+ * names it only in a text of a misspelt job) is not: no intent is guessed.
  */
 function batchJob(
   element: unknown,
   envelopes = 0,
 ):
-  | { job: unknown; attempt: unknown; delivery: unknown; gaveUp: unknown }
+  | {
+    job: unknown;
+    attempt: unknown;
+    delivery: unknown;
+    gaveUp: unknown;
+    unread?: string;
+  }
   | undefined {
   let value = element;
   if (typeof value === "string") {
@@ -1583,16 +1594,19 @@ function batchJob(
   const fields = value as Record<string, unknown>;
   const { job: wrapped, delivery, messageId: _id, gaveUp, ...bare } = fields;
   const job = "job" in fields ? wrapped : bare;
+  let unread: string | undefined;
   try {
     parseJob(job);
-  } catch {
-    return undefined;
+  } catch (error) {
+    if (!isIntentId(intentIdSeen(job))) return undefined;
+    unread = (error as Error).message;
   }
   return {
     job,
     attempt: attemptSeen(delivery, gaveUp ?? undefined),
     delivery,
     gaveUp: gaveUp ?? undefined,
+    ...(unread === undefined ? {} : { unread }),
   };
 }
 
@@ -3665,15 +3679,19 @@ export function createApp(deps: AppDeps): WebhookApp {
       ...bare
     } = inner as Record<string, unknown>;
     const job = "job" in inner ? wrapped : bare;
-    let intentId: string;
+    // A misspelt job that names its intent is kept as it is sent alone.
+    let intentId: unknown;
+    let unread = "";
     try {
       intentId = parseJob(job).intentId;
-    } catch {
-      return undefined;
+    } catch (error) {
+      intentId = intentIdSeen(job);
+      if (!isIntentId(intentId)) return undefined;
+      unread = ` Its job cannot be read either: ${(error as Error).message}.`;
     }
     const why = `The body is encoded as JSON twice (a JSON text of ${
       "job" in inner ? "a delivery" : "a bare job"
-    } for intent ${intentId}): send the object itself, ${DELIVERY_EXAMPLE}, not its JSON.stringify.`;
+    } for intent ${intentId}): send the object itself, ${DELIVERY_EXAMPLE}, not its JSON.stringify.${unread}`;
     return await keepUnreadable(
       "generic",
       JSON.stringify(job),
@@ -3752,7 +3770,13 @@ export function createApp(deps: AppDeps): WebhookApp {
       `The body is a batch (${twice}${what}): POST /v1/deliveries takes one delivery per request, ${DELIVERY_EXAMPLE}: ${how}.`;
     const jobs = new Map<
       string,
-      { job: unknown; attempt: unknown; delivery: unknown; gaveUp: unknown }
+      {
+        job: unknown;
+        attempt: unknown;
+        delivery: unknown;
+        gaveUp: unknown;
+        unread?: string;
+      }
     >();
     let unkept = 0;
     for (const { element, count } of elements) {
@@ -3774,7 +3798,7 @@ export function createApp(deps: AppDeps): WebhookApp {
     if (jobs.size === 0) throw badInput("deliveries", why);
     const kept: string[] = [];
     let place = 0;
-    for (const [raw, { job, attempt, delivery, gaveUp }] of jobs) {
+    for (const [raw, { job, attempt, delivery, gaveUp, unread }] of jobs) {
       let jobId: string | undefined;
       const last = ++place === jobs.size;
       const answer = await keepUnreadable(
@@ -3801,7 +3825,11 @@ export function createApp(deps: AppDeps): WebhookApp {
       );
       // Its letter failed: 503, the bridge sends the batch again.
       if (jobId === undefined) return answer;
-      kept.push(`${jobId} for intent ${intentIdSeen(job)}`);
+      kept.push(
+        `${jobId} for intent ${intentIdSeen(job)}${
+          unread === undefined ? "" : ` (its job cannot be read: ${unread})`
+        }`,
+      );
     }
     return badInput(
       "deliveries",

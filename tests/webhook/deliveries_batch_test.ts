@@ -109,13 +109,13 @@ Deno.test('POST /v1/deliveries keeps each readable job of a signed SQS Lambda ev
   );
 });
 
-Deno.test("POST /v1/deliveries refuses a batch with no readable job (an empty array, numbers, misspelt jobs) 400 saying batches are not taken, with nothing kept; an unsigned batch 401, nothing kept", async () => {
+Deno.test("POST /v1/deliveries refuses a batch with no job naming an intent (an empty array, numbers, misspelt jobs whose intent id cannot be read) 400 saying batches are not taken, with nothing kept; an unsigned batch 401, nothing kept", async () => {
   const { app, store } = await makeApp({ intents: [...intents] });
   for (
     const body of [
       [],
       [1, 2],
-      [{ job: { intentId: "pi_0001", kind: "Settle" } }],
+      [{ job: { intentId: "", kind: "Settle" } }, { job: { kind: "settle" } }],
       { Records: [] },
       { Records: [{ body: "not json" }] },
     ]
@@ -248,4 +248,57 @@ Deno.test("POST /v1/deliveries keeps the readable jobs of a signed batch encoded
     ]),
     [["pi_0001", 4]],
   );
+});
+
+Deno.test("POST /v1/deliveries keeps a misspelt job whose intent id can be read, in a batch or a body encoded as JSON twice, as a letter naming its intent, as it keeps the job sent alone", async () => {
+  const misspelt = { intentId: "pi_0001", kind: "Settle" };
+  for (
+    const body of [
+      { job: misspelt, delivery: 2 }, // alone, as before
+      [{ job: misspelt, delivery: 2 }, { delivery: 1 }],
+      JSON.stringify({ job: misspelt, delivery: 2 }),
+      {
+        Records: [{
+          body: JSON.stringify(misspelt),
+          attributes: { ApproximateReceiveCount: "2" },
+        }],
+      },
+    ]
+  ) {
+    const text = JSON.stringify(body);
+    const { app, store } = await makeApp({ intents: [...intents] });
+    const res = await app.request("/v1/deliveries", await genericRequest(text));
+    assert.equal(res.status, 400, text);
+    const { detail } = await res.json();
+    assert.deepEqual(
+      (await store.listDeadLetters({ limit: 10 })).items.map((
+        letter,
+      ) => [letter.intentId, letter.deliveries]),
+      [["pi_0001", 2]],
+      text,
+    );
+    assert.match(
+      detail,
+      /'kind' must be "settle": current value is "Settle"/,
+      text,
+    );
+    assert.match(detail, /pi_0001/, text);
+  }
+  // One whose intent id cannot be read names nothing, and keeps nothing.
+  const { app, store } = await makeApp({ intents: [...intents] });
+  for (
+    const body of [
+      [{ job: { intentId: "", kind: "Settle" } }, { job: { kind: "settle" } }],
+      JSON.stringify({ job: { intentId: "pi 1", kind: "settle" } }),
+      JSON.stringify({ job: JSON.stringify(misspelt) }),
+    ]
+  ) {
+    const res = await app.request(
+      "/v1/deliveries",
+      await genericRequest(JSON.stringify(body)),
+    );
+    assert.equal(res.status, 400);
+    await res.body?.cancel();
+  }
+  assert.deepEqual((await store.listDeadLetters({ limit: 10 })).items, []);
 });
