@@ -1520,7 +1520,9 @@ function snsRecord(record: unknown): boolean {
  * (`{"Type":"Notification","Message":"<text>"}`) is what an SQS queue
  * subscribed to a topic holds unless the subscription's raw message
  * delivery is on; an EventBridge event (`{"detail-type":…,"detail":…}`)
- * is what a rule's target gets unless it is given an input path. A bridge
+ * is what a rule's target gets unless it is given an input path; a
+ * CloudEvent in structured mode (`{"specversion":…,"data":…}`, or its
+ * `data_base64`) is what a Dapr or Knative subscription delivers. A bridge
  * that passes its message on as it came sends the envelope.
  */
 function envelopeOf(
@@ -1537,6 +1539,25 @@ function envelopeOf(
       what: 'an SNS notification, {"Type":"Notification","Message":…}',
       how:
         `takes the delivery its Message holds, parsed, as the body, ${DELIVERY_EXAMPLE}: turn on raw message delivery on the SQS queue's subscription to the topic, or have the bridge send the Message parsed`,
+    };
+  }
+  if (
+    typeof fields.specversion === "string" &&
+    ("data" in fields || "data_base64" in fields)
+  ) {
+    let inner = fields.data;
+    if (!("data" in fields)) {
+      try {
+        inner = decodeBase64("deliveries", fields.data_base64, "'data_base64'");
+      } catch {
+        inner = undefined;
+      }
+    }
+    return {
+      inner,
+      what: 'a CloudEvent in structured mode, {"specversion":…,"data":…}',
+      how:
+        `takes the delivery its data holds as the body, ${DELIVERY_EXAMPLE}: have the bridge send the event's data, or the event in binary mode (its data as the body, its attributes as ce- headers)`,
     };
   }
   if ("detail" in fields) {

@@ -9,7 +9,9 @@
  * is, then refused 400 saying how to send the job itself: refused with
  * nothing kept, a bridge that takes a 4xx as final dropped it, and the
  * intent was left with no job and no dead letter. So is the envelope
- * inside an SQS event's record, and an SNS event's record.
+ * inside an SQS event's record, and an SNS event's record, and a
+ * CloudEvent in structured mode (`{"specversion":…,"data":…}`, what a
+ * Dapr or Knative subscription delivers).
  *
  * @module
  */
@@ -208,4 +210,43 @@ Deno.test("POST /v1/deliveries keeps the job of an SNS notification or an EventB
     fromSns.letters.map((letter) => letter.intentId),
     ["pi_0002"],
   );
+});
+
+Deno.test("POST /v1/deliveries keeps the job of a signed CloudEvent in structured mode (its data, or its data_base64) as a dead letter naming its intent, then refuses it 400 saying to send the data (binary mode)", async () => {
+  const cloudEvent = {
+    specversion: "1.0",
+    type: "com.example.relayer.job",
+    source: "/payments/relayer",
+    id: "A234-1234-1234",
+    datacontenttype: "application/json",
+  };
+  for (
+    const body of [
+      {
+        ...cloudEvent,
+        data: { job: { intentId: "pi_0001", kind: "settle" }, delivery: 2 },
+      },
+      {
+        ...cloudEvent,
+        data_base64: btoa(
+          JSON.stringify({
+            job: { intentId: "pi_0001", kind: "settle" },
+            delivery: 2,
+          }),
+        ),
+      },
+    ]
+  ) {
+    const { status, detail, letters } = await posted(body);
+    assert.equal(status, 400);
+    assert.deepEqual(
+      letters.map((letter) => [letter.intentId, letter.deliveries]),
+      [["pi_0001", 2]],
+    );
+    assert.match(
+      detail,
+      /^The body is a CloudEvent in structured mode, \{"specversion":…,"data":…\}: POST \/v1\/deliveries takes the delivery its data holds as the body/,
+    );
+    assert.match(detail, /binary mode/);
+  }
 });
