@@ -1527,7 +1527,7 @@ function snsRecord(record: unknown): boolean {
  */
 function envelopeOf(
   value: unknown,
-): { inner: unknown; what: string; how: string } | undefined {
+): { inner: unknown; what: string; field: string; how: string } | undefined {
   if (
     typeof value !== "object" || value === null || Array.isArray(value) ||
     "job" in value || "intentId" in value
@@ -1537,6 +1537,7 @@ function envelopeOf(
     return {
       inner: fields.Message,
       what: 'an SNS notification, {"Type":"Notification","Message":…}',
+      field: "its Message parsed",
       how:
         `takes the delivery its Message holds, parsed, as the body, ${DELIVERY_EXAMPLE}: turn on raw message delivery on the SQS queue's subscription to the topic, or have the bridge send the Message parsed`,
     };
@@ -1556,6 +1557,7 @@ function envelopeOf(
     return {
       inner,
       what: 'a CloudEvent in structured mode, {"specversion":…,"data":…}',
+      field: "its data",
       how:
         `takes the delivery its data holds as the body, ${DELIVERY_EXAMPLE}: have the bridge send the event's data, or the event in binary mode (its data as the body, its attributes as ce- headers)`,
     };
@@ -1564,11 +1566,37 @@ function envelopeOf(
     return {
       inner: fields.detail,
       what: 'an EventBridge event, {"detail-type":…,"detail":…}',
+      field: "its detail",
       how:
         `takes the delivery its detail holds as the body, ${DELIVERY_EXAMPLE}: give the rule's target the input path $.detail, or have the bridge send the detail`,
     };
   }
   return undefined;
+}
+
+/**
+ * The job a delivery's `job` holds where it is an envelope
+ * ({@linkcode envelopeOf}) or its JSON text (a bridge that put the SQS
+ * body of a queue subscribed to an SNS topic in `{"job": …}`), with the
+ * envelope; else `undefined`.
+ */
+function jobInEnvelope(
+  value: unknown,
+): { job: unknown; what: string; field: string } | undefined {
+  if (typeof value === "string") {
+    try {
+      value = JSON.parse(
+        value.charCodeAt(0) === 0xfeff ? value.slice(1) : value,
+      );
+    } catch {
+      return undefined;
+    }
+  }
+  const envelope = envelopeOf(value);
+  const seen = envelope === undefined ? undefined : batchJob(envelope.inner);
+  return envelope === undefined || seen === undefined
+    ? undefined
+    : { job: seen.job, what: envelope.what, field: envelope.field };
 }
 
 /**
@@ -4042,12 +4070,20 @@ export function createApp(deps: AppDeps): WebhookApp {
       // job, was refused too: the intent was left with no job and no
       // letter. Named by the job as sent, so each delivery of it, and its
       // give-up, keep one letter (a bridge's ids may repeat across jobs).
-      const why = (error as Error).message;
-      const intentId = intentIdSeen(rawJob);
+      // A job in an SNS notification or an EventBridge event (a bridge
+      // that put its queue's message in 'job' as it came) is kept as the
+      // letter of the job inside, naming its intent: kept as the
+      // envelope, its letter named none.
+      const enveloped = jobInEnvelope(rawJob);
+      const why = enveloped === undefined
+        ? (error as Error).message
+        : `'job' is ${enveloped.what}: send the job it holds, ${enveloped.field}, as 'job'`;
+      const seenJob = enveloped === undefined ? rawJob : enveloped.job;
+      const intentId = intentIdSeen(seenJob);
       return await keepUnreadable(
         "generic",
-        JSON.stringify(rawJob),
-        { attempt: attemptSeen(delivery, gaveUp), job: rawJob },
+        JSON.stringify(seenJob),
+        { attempt: attemptSeen(delivery, gaveUp), job: seenJob },
         why,
         letterKept(delivery, gaveUp, (jobId) =>
           badInput(

@@ -250,3 +250,41 @@ Deno.test("POST /v1/deliveries keeps the job of a signed CloudEvent in structure
     assert.match(detail, /binary mode/);
   }
 });
+
+Deno.test("POST /v1/deliveries keeps a delivery or give-up whose 'job' is an SNS notification or an EventBridge event (or its JSON text) as the letter of the job inside, naming its intent, with the count beside it", async () => {
+  const job = { intentId: "pi_0001", kind: "settle" };
+  for (
+    const [body, count] of [
+      [{ job: notification(job), delivery: 3 }, 3],
+      [{ job: JSON.stringify(notification(job)), delivery: 3 }, 3],
+      [{ job: event(job), gaveUp: { deliveries: 5, messageId: "m-1" } }, 5],
+    ] as const
+  ) {
+    const { status, detail, letters } = await posted(body);
+    assert.equal(status, 400);
+    assert.deepEqual(
+      letters.map((letter) => [letter.intentId, letter.deliveries]),
+      [["pi_0001", count]],
+      JSON.stringify(body),
+    );
+    assert.match(
+      detail,
+      /^'job' is an (SNS notification|EventBridge event), .*: send the job it holds, its (Message parsed|detail), as 'job'\. Kept/,
+    );
+    assert.match(
+      detail,
+      /Kept as the dead letter generic\/sha256-[0-9a-f]{32}\/unreadable: publish a readable job for intent pi_0001, then discard the letter\.$/,
+    );
+  }
+  // The same letter as the job's own (sent bare, refused and kept).
+  const { app, store } = await makeApp({ intents: [...intents] });
+  for (const body of [job, { job: notification(job) }]) {
+    const res = await app.request(
+      "/v1/deliveries",
+      await genericRequest(JSON.stringify(body)),
+    );
+    assert.equal(res.status, 400);
+    await res.body?.cancel();
+  }
+  assert.equal((await store.listDeadLetters({ limit: 10 })).items.length, 1);
+});
