@@ -1375,6 +1375,41 @@ function sourceMessage(
 }
 
 /**
+ * The attributes Pub/Sub sets on a message it forwards to a dead-letter
+ * topic, which a push subscription with payload unwrapping and write
+ * metadata sends as headers of these names.
+ */
+const DEAD_LETTER_ATTRIBUTES = [
+  "CloudPubSubDeadLetterSourceDeliveryCount",
+  "CloudPubSubDeadLetterSourceSubscription",
+  "CloudPubSubDeadLetterSourceSubscriptionProject",
+  "CloudPubSubDeadLetterSourceTopicPublishTime",
+] as const;
+
+/**
+ * The job an unwrapped Pub/Sub push's body is (the message's data itself:
+ * a job, `{"job": …}`, or the JSON text of either), or `undefined`.
+ */
+function unwrappedJob(body: unknown): Job | undefined {
+  let value = body;
+  if (typeof value === "string") {
+    try {
+      value = JSON.parse(value);
+    } catch {
+      return undefined;
+    }
+  }
+  if (typeof value === "object" && value !== null && "job" in value) {
+    value = (value as { job: unknown }).job;
+  }
+  try {
+    return parseJob(value);
+  } catch {
+    return undefined;
+  }
+}
+
+/**
  * What a dead letter's id names: a job (`<intentId>/settle`), a queue
  * message that could not be read (`<queue>/<id>/unreadable`, as
  * `Relayer.keepUnreadable` names it), or nothing a letter can have (`null`).
@@ -2732,6 +2767,7 @@ export function createApp(deps: AppDeps): WebhookApp {
     raw: string,
     seen: PushSeen,
     requireId: boolean,
+    metadata?: (name: string) => string | undefined,
   ): {
     job: Job;
     id: string | undefined;
@@ -2760,6 +2796,31 @@ export function createApp(deps: AppDeps): WebhookApp {
         : undefined;
       if (isIntentId(intentId)) {
         seen.job = envelope;
+        // On the dead-letter route it is still the queue giving up, and
+        // resolved as one, its count and ids from the headers a
+        // subscription that writes metadata (--push-no-wrapper-write-metadata)
+        // sets, else the store's: kept as a letter only, the intent was
+        // left unresolved (a payment whose tx confirmed never settled,
+        // its hold pending) until someone read the letter.
+        const unwrapped = metadata === undefined
+          ? undefined
+          : unwrappedJob(envelope);
+        if (unwrapped !== undefined) {
+          const attributes: Record<string, string> = {};
+          for (const name of DEAD_LETTER_ATTRIBUTES) {
+            const value = metadata!(name);
+            if (value !== undefined) attributes[name] = value;
+          }
+          return {
+            job: unwrapped,
+            id: idFrom(metadata!("x-goog-pubsub-message-id")),
+            attributes,
+            source: undefined,
+            subscription: subscriptionFrom(
+              metadata!("x-goog-pubsub-subscription-name"),
+            ),
+          };
+        }
         throw badInput(
           "pubsub",
           `The body is a job (for intent ${intentId}) with no Pub/Sub push envelope around it, as a subscription with payload unwrapping (pushConfig.noWrapper, gcloud's --push-no-wrapper) pushes its messages: make the push subscription without it, so that Pub/Sub sends its envelope with the message's id and delivery attempt, then publish a job for the intent again.`,
@@ -2828,6 +2889,8 @@ export function createApp(deps: AppDeps): WebhookApp {
       settings: string;
       option: keyof AppDeps;
       requireId: boolean;
+      /** Whether an unwrapped push is read as a job (the give-up route). */
+      unwrapped?: boolean;
     },
     read: (push: ReturnType<typeof readPush>, seen: PushSeen) => T,
   ): Promise<T | Response> {
@@ -2870,7 +2933,15 @@ export function createApp(deps: AppDeps): WebhookApp {
     const raw = body.text;
     const seen: PushSeen = {};
     try {
-      return read(readPush(raw, seen, route.requireId), seen);
+      return read(
+        readPush(
+          raw,
+          seen,
+          route.requireId,
+          route.unwrapped ? (name) => c.req.header(name) : undefined,
+        ),
+        seen,
+      );
     } catch (error) {
       if (!(error instanceof Refusal)) throw error;
       return await keepUnreadable(
@@ -3243,6 +3314,7 @@ export function createApp(deps: AppDeps): WebhookApp {
       settings: "PUBSUB_DEAD_LETTER_AUDIENCE and PUBSUB_SERVICE_ACCOUNT",
       option: "pubsubDeadLetter",
       requireId: false,
+      unwrapped: true,
     }, (push, seen) => {
       ownDeadLetterPolicy(seen.attempt, push.subscription);
       return push;
