@@ -4005,9 +4005,11 @@ export function createApp(deps: AppDeps): WebhookApp {
     const envelope = envelopeOf(body);
     const seen = envelope === undefined ? undefined : batchJob(envelope.inner);
     if (envelope === undefined || seen === undefined) return undefined;
-    const { job, attempt, delivery, gaveUp } = seen;
+    const { job, attempt, delivery, gaveUp, unread } = seen;
     const why =
-      `The body is ${twice}${envelope.what}: POST /v1/deliveries ${envelope.how}.`;
+      `The body is ${twice}${envelope.what}: POST /v1/deliveries ${envelope.how}.${
+        unread === undefined ? "" : ` Its job cannot be read either: ${unread}.`
+      }`;
     return await keepUnreadable(
       "generic",
       JSON.stringify(job),

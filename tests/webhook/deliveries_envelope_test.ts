@@ -118,6 +118,19 @@ Deno.test("POST /v1/deliveries keeps the job of a signed EventBridge event as a 
     /^The body is an EventBridge event, \{"detail-type":…,"detail":…\}: POST \/v1\/deliveries takes the delivery its detail holds as the body/,
   );
   assert.match(detail, /\$\.detail/);
+  // A misspelt job in it whose intent id can be read is kept so too, and
+  // the 400 says why it cannot be read.
+  const misspelt = await posted(
+    notification({ intentId: "pi_0002", kind: "Settle" }),
+  );
+  assert.equal(misspelt.status, 400);
+  assert.deepEqual(misspelt.letters.map((letter) => letter.intentId), [
+    "pi_0002",
+  ]);
+  assert.match(
+    misspelt.detail,
+    /Its job cannot be read either: Cannot read job as 'kind' must be "settle": current value is "Settle"\. Kept/,
+  );
 });
 
 Deno.test("POST /v1/deliveries keeps one letter for a job sent alone and in its envelope, and nothing for an envelope of no job; unsigned, it keeps nothing", async () => {
