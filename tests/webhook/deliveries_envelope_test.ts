@@ -136,13 +136,25 @@ Deno.test("POST /v1/deliveries keeps the job of a signed EventBridge event as a 
 Deno.test("POST /v1/deliveries keeps one letter for a job sent alone and in its envelope, and nothing for an envelope of no job; unsigned, it keeps nothing", async () => {
   const { app, store } = await makeApp({ intents: [...intents] });
   const job = { intentId: "pi_0001", kind: "settle" };
-  for (const body of [job, notification(job), event(job)]) {
+  for (
+    const body of [
+      job,
+      notification(job),
+      event(job),
+      JSON.stringify(notification(job)), // encoded twice
+    ]
+  ) {
     const res = await app.request(
       "/v1/deliveries",
       await genericRequest(JSON.stringify(body)),
     );
     assert.equal(res.status, 400);
-    await res.body?.cancel();
+    const { detail } = await res.json();
+    // Each kept (or found kept) its job's letter.
+    assert.match(detail, /Kept as the dead letter generic\/sha256-/, detail);
+    if (typeof body === "string") {
+      assert.match(detail, /^The body is a JSON text of an SNS notification/);
+    }
   }
   assert.equal((await store.listDeadLetters({ limit: 10 })).items.length, 1);
   const other = await makeApp({ intents: [...intents] });
