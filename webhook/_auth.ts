@@ -110,7 +110,8 @@ export interface ReplayClaim {
  * - `url`: signed for another URL or audience than the route's;
  * - `account`: signed for another service account;
  * - `clock`: out of its time by this server's clock;
- * - `claims`: a timestamp in milliseconds, a token with no `jti` or `exp`;
+ * - `claims`: a timestamp in milliseconds, a token with no `jti` or `exp`,
+ *   a QStash token beside another in one header (two headers joined);
  * - `replay`: a signed request seen before.
  */
 export type RefusalKind =
@@ -670,6 +671,13 @@ const QSTASH_OUT_OF_TIME = {
 const QSTASH_KEYS_HINT =
   "If every delivery is refused so, QSTASH_CURRENT_SIGNING_KEY and QSTASH_NEXT_SIGNING_KEY are not the keys this QStash account signs with: copy both from the Upstash console (QStash, Signing Keys) and restart (docs/runbook.md, a deploy with a wrong secret).";
 
+/**
+ * What to put right when every QStash delivery is refused for a second
+ * `Upstash-Signature` header beside QStash's own.
+ */
+const QSTASH_JOINED_HINT =
+  "If every delivery is refused so, a proxy, gateway or Worker between QStash and this service adds a second Upstash-Signature header beside QStash's own (a copy, or a header set again): have it pass QStash's one header through unchanged. The keys are right: one of the tokens is QStash's.";
+
 /** Decodes UTF-8 and throws on bytes that are not, keeping a byte order mark. */
 // Both options given: Cloudflare's types require each.
 const STRICT_UTF8 = new TextDecoder("utf-8", { fatal: true, ignoreBOM: true });
@@ -851,6 +859,27 @@ export function qstashVerifier(
     };
   };
   const longest = tokenLimit(keys.url);
+  /**
+   * The refusal of a header that holds several tokens, one of them signed
+   * by one of our keys: two `Upstash-Signature` headers read as one
+   * (fetch and proxies join a repeated header with ", "), something
+   * between QStash and this service having added one (QStash sends one).
+   * Refused all the same, as the generic route's two signatures are, but
+   * not as a forgery: said so, and logged apart from forgers' refusals,
+   * with what to put right. A JWS holds no comma, so none is split.
+   */
+  const joined = (signature: string): Refused | undefined => {
+    if (!signature.includes(",")) return undefined;
+    const tokens = signature.split(",").map((token) => token.trim());
+    if (!tokens.some((token) => signedByUs(token))) return undefined;
+    return {
+      ok: false,
+      detail:
+        `The Upstash-Signature header holds ${tokens.length} values joined with ',': two Upstash-Signature headers were sent (QStash sends one; something on the way added one): pass QStash's header through as it came.`,
+      hint: QSTASH_JOINED_HINT,
+      kind: "claims",
+    };
+  };
   /** What the token alone refuses: none, too long, or a MAC neither key made. */
   const precheck = (signature: string | undefined): Refused | undefined => {
     if (!signature || signature.length > longest) return refused;
@@ -858,7 +887,8 @@ export function qstashVerifier(
     // decoded and before the Receiver imports each key to verify it: a
     // forgery costs a keyed hash, not a decoding and Web Crypto round trips.
     if (!signedByUs(signature)) {
-      return { ...refused, hint: QSTASH_KEYS_HINT, kind: "key" };
+      return joined(signature) ??
+        { ...refused, hint: QSTASH_KEYS_HINT, kind: "key" };
     }
     return undefined;
   };

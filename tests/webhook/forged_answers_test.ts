@@ -28,6 +28,7 @@ import {
 import {
   base64url,
   envelope,
+  failureCallback,
   googleClaims,
   jwtPart,
   QSTASH,
@@ -43,6 +44,9 @@ const encoder = new TextEncoder();
 
 const QSTASH_REFUSED =
   "The Upstash-Signature header is missing or does not verify against this URL and body.";
+/** The refusal of an Upstash-Signature header of `n` tokens, one of them QStash's. */
+const JOINED_QSTASH = (n: number) =>
+  `The Upstash-Signature header holds ${n} values joined with ',': two Upstash-Signature headers were sent (QStash sends one; something on the way added one): pass QStash's header through as it came.`;
 const PUSH_REFUSED =
   "Send Google's OIDC token for this audience as 'Authorization: Bearer <token>'.";
 const HOW_TO_SIGN =
@@ -250,6 +254,104 @@ Deno.test("POST /v1/qstash refuses forged tokens with its words, echoing nothing
   const replay = await post();
   assert.equal(replay.status, 401);
   assert.match((await replay.json()).detail, /already delivered/);
+  assert.equal(sendsOf(sender), 1);
+});
+
+Deno.test("POST /v1/qstash and its failure callback name a header of two tokens, one of them QStash's (two Upstash-Signature headers joined with ', ', a proxy having added one), and log it apart from forgeries with what to put right, not as keys this service does not hold; each still refused, writing nothing, and the genuine token then taken once", async () => {
+  const { app: fresh, writes, sender } = await shared();
+  const body = JSON.stringify(job);
+  const callback = failureCallback(job);
+  const callbackUrl = `${QSTASH.url}/failed`;
+  const token = await signQStash(body);
+  const forgedToken = hs256(
+    { alg: "HS256", typ: "JWT" },
+    JSON.stringify({ iss: "Upstash", sub: QSTASH.url }),
+    SECRET,
+  );
+  for (
+    const [path, sent, genuine] of [
+      ["/v1/qstash", body, token],
+      [
+        "/v1/qstash/failed",
+        callback,
+        await signQStash(callback, {
+          url: callbackUrl,
+        }),
+      ],
+    ] as const
+  ) {
+    const other = await signQStash(sent, {
+      url: path === "/v1/qstash" ? QSTASH.url : callbackUrl,
+      key: QSTASH.nextSigningKey,
+    });
+    for (
+      const [name, values, words] of [
+        ["the genuine token twice", [genuine, genuine], JOINED_QSTASH(2)],
+        ["a forged token beside it", [forgedToken, genuine], JOINED_QSTASH(2)],
+        ["two of QStash's tokens", [genuine, other], JOINED_QSTASH(2)],
+        ["three, joined by a bare comma", [
+          `${genuine},${forgedToken}`,
+          forgedToken,
+        ], JOINED_QSTASH(3)],
+        // None of them ours: a forgery, as before.
+        ["two forged tokens", [forgedToken, forgedToken], QSTASH_REFUSED],
+      ] as const
+    ) {
+      const lines: string[] = [];
+      const app = await fresh((line) => lines.push(line));
+      const headers = new Headers({ "upstash-retried": "0" });
+      for (const value of values) headers.append("upstash-signature", value);
+      const res = await app.request(path, {
+        method: "POST",
+        headers,
+        body: sent,
+      });
+      const what = `${path}, ${name}`;
+      assert.equal(res.status, 401, what);
+      const text = await res.text();
+      assert.equal(JSON.parse(text).detail, words, what);
+      assert.equal(lines.length, 1, what);
+      assert.ok(
+        lines[0]!.startsWith(`relayer POST ${path} refused 401: ${words}`),
+        `${what}: ${lines[0]}`,
+      );
+      const ours = words !== QSTASH_REFUSED;
+      // Ours: what to put right, and never that the keys are wrong.
+      assert.equal(lines[0]!.includes("adds a second Upstash-Signature"), ours);
+      assert.equal(lines[0]!.includes("are not the keys"), !ours, what);
+      for (const said of [text, lines[0]!]) {
+        for (const value of [...SECRETS, genuine, other, forgedToken]) {
+          assert.ok(!said.includes(value), `${what} echoes ${value}`);
+        }
+      }
+    }
+  }
+  // Paced apart from forgeries: a forger's line first does not hide it
+  // for the minute.
+  const lines: string[] = [];
+  const paced = await fresh((line) => lines.push(line));
+  for (const values of [[forgedToken], [token, token]]) {
+    const headers = new Headers();
+    for (const value of values) headers.append("upstash-signature", value);
+    const res = await paced.request("/v1/qstash", {
+      method: "POST",
+      headers,
+      body,
+    });
+    assert.equal(res.status, 401);
+  }
+  assert.equal(lines.length, 2, lines.join("\n"));
+  assert.match(lines[1]!, /holds 2 values joined with ','/);
+  assert.equal(writes(), 0);
+  assert.equal(sendsOf(sender), 0);
+  // Not used up: the genuine token alone is taken.
+  const app = await fresh();
+  const taken = await app.request("/v1/qstash", {
+    method: "POST",
+    body,
+    headers: { "upstash-signature": token },
+  });
+  assert.equal(taken.status, 503, await taken.text());
   assert.equal(sendsOf(sender), 1);
 });
 
