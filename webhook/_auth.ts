@@ -111,7 +111,8 @@ export interface ReplayClaim {
  * - `account`: signed for another service account;
  * - `clock`: out of its time by this server's clock;
  * - `claims`: a timestamp in milliseconds, a token with no `jti` or `exp`,
- *   a QStash token beside another in one header (two headers joined);
+ *   a QStash or Google token beside another in one header (two headers
+ *   joined);
  * - `replay`: a signed request seen before.
  */
 export type RefusalKind =
@@ -1167,7 +1168,10 @@ function jwtKid(token: string): string | undefined {
  * unverified, are those of a push to this route (issuer, audience,
  * account, in time); any other is refused without a fetch. A header longer
  * than {@linkcode TOKEN_MAX_CHARS} and twice the audience is refused
- * unread. A token one of Google's keys signed but that fails the account,
+ * unread. An `Authorization` of several values (two headers joined with
+ * ", ") is refused; where one of up to four is the service account's own
+ * token, as `claims`, with a `hint` saying a second header was added.
+ * A token one of Google's keys signed but that fails the account,
  * the audience or the clock (checked in that order) is refused with a
  * `hint` for the log saying which, and what the operator sets: a push
  * subscription whose audience or account is not the service's has every
@@ -1316,14 +1320,11 @@ export function pubsubVerifier(
   const longest = tokenLimit(keys.audience) + "Bearer ".length;
   const audienceHint = audienceHintOf(keys.audience);
   const accountHint = accountHintOf(account);
-  return async (authorization) => {
-    // Refused unread: a longer header is no token of Google's.
-    if (authorization === undefined || authorization.length > longest) {
-      return NOT_GOOGLES;
-    }
+  /** One `Authorization` value's answer. */
+  const one = async (authorization: string): Promise<PushVerification> => {
     // The scheme is case-insensitive (RFC 9110 §11.1), as on the ops routes.
     const match = /^Bearer ([A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+)$/i
-      .exec(authorization ?? "");
+      .exec(authorization);
     if (!match) return NOT_GOOGLES;
     const token = match[1]!;
     const kid = jwtKid(token);
@@ -1358,7 +1359,43 @@ export function pubsubVerifier(
     }
     return TAKEN;
   };
+  return async (authorization) => {
+    // Refused unread: a longer header is no token of Google's.
+    if (authorization === undefined || authorization.length > longest) {
+      return NOT_GOOGLES;
+    }
+    if (!authorization.includes(",")) return await one(authorization);
+    // Two Authorization headers read as one (fetch and proxies join a
+    // repeated header with ", "; a token holds no comma): refused all the
+    // same, but where one is the service account's own (taken alone, or
+    // refused for its audience or clock, which only its tokens reach),
+    // said so in the log, apart from forgeries. A few values at most are
+    // checked, so that a header of many costs no more than a few tokens.
+    const values = authorization.split(",").map((value) => value.trim());
+    if (values.length > MAX_JOINED_TOKENS) return NOT_GOOGLES;
+    for (const value of values) {
+      const verified = await one(value);
+      if (
+        verified.ok || verified.kind === "url" || verified.kind === "clock"
+      ) return JOINED_PUSH;
+    }
+    return NOT_GOOGLES;
+  };
 }
+
+/** The most values of a joined `Authorization` header a Pub/Sub route checks. */
+const MAX_JOINED_TOKENS = 4;
+
+/**
+ * The refusal of an `Authorization` header of several values, one of them
+ * the service account's token: a second header added on the way.
+ */
+const JOINED_PUSH: PushVerification = {
+  ok: false,
+  hint:
+    "The Authorization header held several values joined with ',', one of them the push subscription's own token: something between Pub/Sub and this service (a proxy, a gateway, a Worker in front) adds a second Authorization header beside Google's. If every push is refused so, have it pass Google's one header through unchanged; the audience and service account are right.",
+  kind: "claims",
+};
 
 /**
  * A Pub/Sub verifier's answer: taken, or refused with, for a token one of

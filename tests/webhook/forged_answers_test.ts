@@ -593,3 +593,83 @@ Deno.test("POST /v1/pubsub refuses forged pushes with its words, echoing nothing
   assert.equal(taken.status, 503, await taken.text());
   assert.equal(sendsOf(sender), 1);
 });
+
+Deno.test("POST /v1/pubsub names in its log an Authorization header of two values, one of them the service account's token (two headers joined with ', ', a proxy having added one), apart from forgeries; still refused in the same words, writing nothing; a header of more than four values, or with no token of the account, is refused as before; the genuine token then taken", async () => {
+  const { app: fresh, writes, sender } = await shared();
+  const google = await theGoogle();
+  const body = envelope(job, { deliveryAttempt: 1 });
+  const genuine = await google.token();
+  const elsewhere = await google.token({
+    aud: "https://relayer.example.test/v1/other",
+  });
+  const stranger = await google.token({
+    email: "forger@evil-project.iam.gserviceaccount.com",
+  });
+  const joinedHint = "adds a second Authorization header";
+  for (
+    const [name, values, named] of [
+      ["the genuine token twice", [genuine, genuine], true],
+      ["a stranger's token beside it", [`Bearer ${stranger}`, genuine], true],
+      [
+        "the account's for another audience",
+        [elsewhere, "Basic dXNlcg=="],
+        true,
+      ],
+      ["a stranger's alone beside Basic", [stranger, "Basic dXNlcg=="], false],
+      ["five values", [genuine, genuine, genuine, genuine, genuine], false],
+    ] as const
+  ) {
+    const lines: string[] = [];
+    const app = await fresh((line) => lines.push(line));
+    const headers = new Headers();
+    for (const value of values) {
+      headers.append(
+        "authorization",
+        value.startsWith("Bearer ") || value.startsWith("Basic ")
+          ? value
+          : `Bearer ${value}`,
+      );
+    }
+    const res = await app.request("/v1/pubsub", {
+      method: "POST",
+      headers,
+      body,
+    });
+    const text = await res.text();
+    assert.equal(res.status, 401, name);
+    assert.equal(JSON.parse(text).detail, PUSH_REFUSED, name);
+    assert.equal(lines.length, 1, `${name}: ${lines.join("\n")}`);
+    assert.equal(lines[0]!.includes(joinedHint), named, `${name}: ${lines[0]}`);
+    for (const said of [text, lines[0]!]) {
+      for (const value of [...SECRETS, genuine, elsewhere, stranger]) {
+        assert.ok(!said.includes(value), `${name} echoes a token`);
+      }
+    }
+  }
+  // Paced apart from forgeries: a forger's line first does not hide it.
+  const lines: string[] = [];
+  const paced = await fresh((line) => lines.push(line));
+  for (const values of [[stranger], [genuine, genuine]]) {
+    const headers = new Headers();
+    for (const value of values) {
+      headers.append("authorization", `Bearer ${value}`);
+    }
+    const res = await paced.request("/v1/pubsub", {
+      method: "POST",
+      headers,
+      body,
+    });
+    assert.equal(res.status, 401);
+  }
+  assert.equal(lines.length, 2, lines.join("\n"));
+  assert.ok(lines[1]!.includes(joinedHint), lines[1]);
+  assert.equal(writes(), 0);
+  assert.equal(sendsOf(sender), 0);
+  const taken = await (await fresh()).request("/v1/pubsub", {
+    method: "POST",
+    body,
+    headers: { authorization: `Bearer ${genuine}` },
+  });
+  assert.equal(taken.status, 503, await taken.text());
+  assert.equal(sendsOf(sender), 1);
+});
