@@ -14,7 +14,7 @@ import { hmac } from "@noble/hashes/hmac.js";
 import { sha256 } from "@noble/hashes/sha2.js";
 import { bytesToHex } from "@noble/hashes/utils.js";
 import { stepBackPace } from "./_step_back.ts";
-import { readsAsUrl, textSaid, urlSaid } from "./_url_said.ts";
+import { optionUrlSaid, readsAsUrl, textSaid, urlSaid } from "./_url_said.ts";
 
 const encoder = new TextEncoder();
 
@@ -1416,8 +1416,11 @@ const NOT_GOOGLES: PushVerification = { ok: false };
 
 /** What to set when Google's tokens are all refused for the audience. */
 function audienceHintOf(audience: string): string {
+  // Said without a query, fragment or credentials: an audience defaults to
+  // the push endpoint's URL, which may carry a verification token
+  // (`?token=…`, as Google's older push samples did).
   return `If every push is refused so, Google signed them for another audience than this route's, ${
-    JSON.stringify(audience)
+    optionUrlSaid(audience)
   }: set the route's audience (PUBSUB_AUDIENCE, PUBSUB_DEAD_LETTER_AUDIENCE for /v1/pubsub/dead-letter; createApp's audience) to its push subscription's (pushConfig.oidcToken.audience), and restart (docs/runbook.md, a deploy with a wrong secret).`;
 }
 

@@ -85,6 +85,7 @@ import {
   type PubSubKeys,
   readableSetting,
 } from "./_auth.ts";
+import { textSaid } from "./_url_said.ts";
 import { CLAIM_GRACE_MS } from "../store/_rules.ts";
 import { DEFAULT_CLOCK_SKEW_MS as RELAYER_CLOCK_SKEW_MS } from "../relayer/_options.ts";
 import { DEFAULT_LEASE_MS } from "../relayer/_sends.ts";
@@ -308,8 +309,9 @@ function audienceIn(
     throw new ConfigError(
       name,
       `${name} must be the push subscription's audience exactly, without spaces around it (its push endpoint's URL, by default): current value is ${
-        JSON.stringify(value)
-      }`,
+        // Its query unsaid: the push endpoint's URL, which an audience is
+        // by default, may carry a verification token (`?token=…`).
+        textSaid(value)}`,
     );
   }
   return value;

@@ -541,6 +541,24 @@ Deno.test("loadConfig() names the bad setting, and never echoes a secret", () =>
         /without spaces around it/,
       );
     }
+    // The push endpoint's URL, an audience by default, may carry a
+    // verification token in its query: not echoed.
+    const verification = "push-verify-9f3a61c0d2";
+    assert.throws(
+      () =>
+        loadConfig({
+          ...base,
+          PUBSUB_AUDIENCE: "https://relayer.example.com/v1/pubsub",
+          PUBSUB_SERVICE_ACCOUNT: "pusher@project.iam.gserviceaccount.com",
+          [name]:
+            ` https://relayer.example.com/v1/pubsub?token=${verification}`,
+        }),
+      (error: unknown) =>
+        error instanceof ConfigError && error.setting === name &&
+        error.message.includes(
+          `current value is " https://relayer.example.com/v1/pubsub" (its credentials, query and fragment left unsaid)`,
+        ) && !error.message.includes(verification),
+    );
   }
   // The setting the operator set is the one named, not its default partner.
   refused(

@@ -379,6 +379,48 @@ Deno.test("createApp() says in the log which check a Google-signed push failed (
   assert.equal(lines.length, 5, lines.join("\n"));
 });
 
+Deno.test("createApp()'s log names a Pub/Sub audience that carries a verification token in its query (the push endpoint's URL, as Google's older push samples made it) by its scheme, host and path: the token is never in the line", async () => {
+  const google = await fakeGoogle();
+  const lines: string[] = [];
+  const bare = "https://relayer.example.test/v1/pubsub";
+  const verification = "push-verify-9f3a61c0d2";
+  for (
+    const audience of [
+      `${bare}?token=${verification}`,
+      `${bare}#${verification}`,
+      `https://relay:${verification}@relayer.example.test/v1/pubsub`,
+    ]
+  ) {
+    const webhook = createApp({
+      store: new MemoryStore(),
+      sender: new ScriptedSender({}),
+      random: () => 0,
+      pubsub: { ...PUBSUB, audience, jwks: google.jwks },
+      log: (line) => void lines.push(line),
+    });
+    const res = await webhook.request("/v1/pubsub", {
+      method: "POST",
+      body: envelope(job),
+      // The service account's own token, for the audience without its query.
+      headers: { authorization: `Bearer ${await google.token({ aud: bare })}` },
+    });
+    assert.equal(res.status, 401);
+    const answer = await res.text();
+    const line = lines.at(-1) ?? "";
+    assert.match(line, /another audience than this route's/, audience);
+    assert.ok(
+      line.includes(
+        `"${bare}" (its credentials, query and fragment left unsaid)`,
+      ),
+      line,
+    );
+    for (const said of [line, answer]) {
+      assert.ok(!said.includes(verification), `${audience}: ${said}`);
+    }
+  }
+  assert.equal(lines.length, 3, lines.join("\n"));
+});
+
 Deno.test("createApp() logs a QStash token ours for another URL, or out of time by this server's clock, in a minute a forger's unsigned request began: the pace is per route and per kind of refusal, each line counting its own kind", async () => {
   const lines: string[] = [];
   const now = { ms: 1_764_504_000_000 };
