@@ -855,7 +855,12 @@ export function qstashVerifier(
       ok: false,
       detail: `The Upstash-Signature token is QStash's, but signed for ${
         urlSaid(sub)
-      }, and this route checks ${keys.url}: publish to this route's URL, or set the service's PUBLIC_URL (createApp's qstash.url, the route's whole URL) so that it is the URL QStash calls.`,
+      }, and this route checks ${
+        // Its own query unsaid too: a library's url may carry a token
+        // (`?token=…`), and this answer goes to whoever holds the token.
+        urlSaid(
+          keys.url,
+        )}: publish to this route's URL, or set the service's PUBLIC_URL (createApp's qstash.url, the route's whole URL) so that it is the URL QStash calls.`,
       kind: "url",
     };
   };

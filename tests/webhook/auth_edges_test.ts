@@ -447,6 +447,37 @@ Deno.test("qstashVerifier()'s refusal of its url names it by its scheme, host an
   }
 });
 
+Deno.test("qstashVerifier()'s answer to a token of its keys signed for another URL names its own url by scheme, host and path, never the query, fragment or credentials that url carries: the answer goes to whoever holds such a token", async () => {
+  for (
+    const url of [
+      "https://relayer.example/v1/qstash?token=hunter2-tok",
+      "https://relayer.example/v1/qstash#hunter2-frag",
+      "https://relay:hunter2-pass@relayer.example/v1/qstash",
+    ]
+  ) {
+    const verify = qstashVerifier({ ...QSTASH, url });
+    const other = "https://staging.example/v1/qstash";
+    const token = await signQStash(body, { url: other });
+    for (
+      const answer of [
+        await verify(token, body),
+        verify.checkClaims(token) ?? { ok: true as const },
+      ]
+    ) {
+      assert.equal(answer.ok, false, url);
+      if (answer.ok) continue;
+      assert.equal(answer.kind, "url", url);
+      assert.ok(
+        answer.detail.includes(
+          `this route checks https://relayer.example/v1/qstash (its credentials, query and fragment left unsaid)`,
+        ),
+        answer.detail,
+      );
+      assert.ok(!answer.detail.includes("hunter2"), answer.detail);
+    }
+  }
+});
+
 Deno.test("qstashVerifier() refuses a url that is no URL (a colon left out, a space in its host) without echoing its credentials or query: it was echoed whole, or taken and every delivery refused", () => {
   for (
     const url of [
