@@ -295,6 +295,14 @@ Deno.test("POST /v1/qstash and its failure callback name a header of two tokens,
         ], JOINED_QSTASH(3)],
         // None of them ours: a forgery, as before.
         ["two forged tokens", [forgedToken, forgedToken], QSTASH_REFUSED],
+        // More than four values: not looked into, whatever they hold.
+        ["five, the genuine one among them", [
+          forgedToken,
+          forgedToken,
+          forgedToken,
+          forgedToken,
+          genuine,
+        ], QSTASH_REFUSED],
       ] as const
     ) {
       const lines: string[] = [];
