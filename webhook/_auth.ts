@@ -450,7 +450,11 @@ export interface QStashKeys {
   readonly currentSigningKey: string;
   /** `QSTASH_NEXT_SIGNING_KEY`, accepted too so a key rotation drops nothing (16 characters or more). */
   readonly nextSigningKey: string;
-  /** The URL QStash delivers to, exactly as published (`PUBLIC_URL` + the route). */
+  /**
+   * The URL QStash delivers to, exactly as published (`PUBLIC_URL` + the
+   * route), without a query or fragment: `createApp` checks the failure
+   * callback as signed for this URL with `/failed` after it.
+   */
   readonly url: string;
 }
 

@@ -101,6 +101,7 @@ import {
   tokenMatcher,
 } from "./_auth.ts";
 import { oncePer, stepBackPace } from "./_step_back.ts";
+import { urlSaid } from "./_url_said.ts";
 import { deliveriesText } from "../policy/_count.ts";
 import { qstashDefaultRetries } from "../policy/_qstash_callback.ts";
 import { writeAheadsSeen } from "./_write_aheads.ts";
@@ -1969,6 +1970,17 @@ export function createApp(deps: AppDeps): WebhookApp {
   const verifyPubSub = deps.pubsub
     ? pubsubVerifier(deps.pubsub, now)
     : undefined;
+  if (deps.qstash !== undefined && /[?#]/.test(deps.qstash.url)) {
+    // The failure callback's URL is this one with /failed after it: a
+    // query or fragment would come before it ("…?k=v/failed"), a URL
+    // no QStash calls, and every give-up would be refused, its intent
+    // stranded. Named without them: they may carry a token.
+    throw new TypeError(
+      `Cannot create app as 'qstash.url' carries a query or fragment: current value is ${
+        urlSaid(deps.qstash.url)
+      }. POST /v1/qstash/failed checks QStash's failure callback as signed for this URL with /failed after it, which a query or fragment would cut in two: set it to the URL QStash calls without them (the signature, not the URL, proves a delivery), and publish with that URL and /failed as the failure callback`,
+    );
+  }
   // QStash signs its failure callback for the callback's own URL.
   const verifyQStashFailed = deps.qstash
     ? qstashVerifier({ ...deps.qstash, url: `${deps.qstash.url}/failed` }, now)

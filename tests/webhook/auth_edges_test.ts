@@ -478,6 +478,45 @@ Deno.test("qstashVerifier()'s answer to a token of its keys signed for another U
   }
 });
 
+Deno.test("createApp() refuses a qstash.url that carries a query or fragment, naming it without them: its failure callback's URL, this one with /failed after it, would be cut in two, and every give-up refused; a failure callback signed for that URL was refused 401 before", async () => {
+  for (
+    const url of [
+      "https://relayer.example/v1/qstash?token=hunter2-tok",
+      "https://relayer.example/v1/qstash#hunter2-frag",
+    ]
+  ) {
+    assert.throws(
+      () =>
+        createApp({
+          store: new MemoryStore(),
+          sender: new ScriptedSender({}),
+          qstash: { ...QSTASH, url },
+        }),
+      (error: unknown) =>
+        error instanceof TypeError &&
+        error.message.startsWith(
+          "Cannot create app as 'qstash.url' carries a query or fragment: current value is https://relayer.example/v1/qstash (its credentials, query and fragment left unsaid). POST /v1/qstash/failed checks",
+        ) && !error.message.includes("hunter2"),
+      url,
+    );
+  }
+  assert.throws(
+    () =>
+      createApp({
+        store: new MemoryStore(),
+        sender: new ScriptedSender({}),
+        qstash: { ...QSTASH, url: "https://relayer.example/v1/qstash?" },
+      }),
+    /^TypeError: Cannot create app as 'qstash\.url' carries a query or fragment: /,
+  );
+  // The route's URL alone is taken.
+  createApp({
+    store: new MemoryStore(),
+    sender: new ScriptedSender({}),
+    qstash: { ...QSTASH, url: "https://relayer.example/v1/qstash" },
+  });
+});
+
 Deno.test("qstashVerifier() refuses a url that is no URL (a colon left out, a space in its host) without echoing its credentials or query: it was echoed whole, or taken and every delivery refused", () => {
   for (
     const url of [
