@@ -9,6 +9,7 @@ import { assertOptionNames, checkedClock, show } from "../policy/_validate.ts";
 import { readText } from "../relayer/_read_text.ts";
 import { stepBackPace } from "./_step_back.ts";
 import { bareUrl, optionUrlSaid } from "./_url_said.ts";
+import { onLoopback } from "./_auth.ts";
 
 /**
  * Where Google publishes the keys that sign its OIDC tokens.
@@ -80,7 +81,8 @@ const RETRY_WITHOUT_KEYS_MS = 5_000;
  */
 export interface GoogleJwksOptions {
   /**
-   * The JWKS URL.
+   * The JWKS URL: https, or plain http on this machine only (a local
+   * stand-in), as keys served in clear text could be anyone's.
    *
    * @default {GOOGLE_CERTS_URL}
    */
@@ -252,6 +254,16 @@ export function googleJwks(
         typeof url === "string" || (url as unknown) instanceof URL
           ? optionUrlSaid(String(url))
           : show(url)}`,
+    );
+  }
+  if (new URL(url).protocol === "http:" && !onLoopback(String(url))) {
+    // The keys are what every push's signature is checked against: served
+    // in clear text, whoever is on the path serves a key of their own, and
+    // signs any push (a job given up, a delivery number raised).
+    throw new TypeError(
+      `Cannot build a Google JWKS source as 'url' is plain http off this machine: current value is ${
+        optionUrlSaid(String(url))
+      }. Whoever is on the path could serve keys of their own and sign any Pub/Sub push with them: serve the keys over https (plain http is taken on localhost, 127.0.0.1 or [::1] only, for a local stand-in)`,
     );
   }
   if (typeof clock !== "function") {

@@ -323,6 +323,37 @@ Deno.test("googleJwks() refuses a fetch that is no function or a url that is no 
   googleJwks({ url: "http://127.0.0.1:9/certs" });
 });
 
+Deno.test("googleJwks() refuses a plain http url off this machine, naming it without its secrets: whoever is on the path could serve keys of their own and sign any push; https anywhere, and http on loopback (a local stand-in), are taken", () => {
+  for (
+    const [url, said] of [
+      ["http://keys.example/certs", '"http://keys.example/certs"'],
+      [
+        "http://relay:hunter2@keys.internal:8080/certs?key=hunter3",
+        '"http://keys.internal:8080/certs" (its credentials, query and fragment left unsaid)',
+      ],
+      ["http://10.0.0.7/certs", '"http://10.0.0.7/certs"'],
+      ["HTTP://KEYS.EXAMPLE/certs", '"HTTP://KEYS.EXAMPLE/certs"'],
+    ] as const
+  ) {
+    assert.throws(() => googleJwks({ url }), (error: Error) => {
+      assert.ok(error instanceof TypeError, String(error));
+      assert.equal(
+        error.message,
+        `Cannot build a Google JWKS source as 'url' is plain http off this machine: current value is ${said}. Whoever is on the path could serve keys of their own and sign any Pub/Sub push with them: serve the keys over https (plain http is taken on localhost, 127.0.0.1 or [::1] only, for a local stand-in)`,
+      );
+      return true;
+    });
+  }
+  for (
+    const url of [
+      "https://keys.internal/certs",
+      "http://127.0.0.1:9/certs",
+      "http://localhost:9/certs",
+      "http://[::1]:9/certs",
+    ]
+  ) googleJwks({ url });
+});
+
 Deno.test("googleJwks() refuses a url that is no http(s) URL without echoing a password or a query in it: a mirror's URL may carry a key", () => {
   const refusals: [unknown, string][] = [
     [
