@@ -486,6 +486,40 @@ Deno.test("qstashPublisher() refuses a publicUrl with a query, a fragment or the
   });
 });
 
+Deno.test("qstashPublisher() refuses a plain http baseUrl off this machine, where the token would go in clear text with every publish; https, and http on loopback for a local QStash, are taken", () => {
+  for (const baseUrl of ["http://qstash.example.com", "http://10.0.0.7:8080"]) {
+    assert.throws(
+      () =>
+        qstashPublisher({
+          token: "qstash-token",
+          publicUrl: "https://relayer.example.com",
+          retries: 2,
+          baseUrl,
+        }),
+      (error: unknown) =>
+        error instanceof TypeError &&
+        error.message.startsWith(
+          "Cannot build a QStash publisher as 'baseUrl' is plain http off this machine: the token is sent with every publish",
+        ),
+      baseUrl,
+    );
+  }
+  for (
+    const baseUrl of [
+      "https://qstash.example.com",
+      "http://127.0.0.1:8080",
+      "http://localhost:8080",
+    ]
+  ) {
+    qstashPublisher({
+      token: "qstash-token",
+      publicUrl: "https://relayer.example.com",
+      retries: 2,
+      baseUrl,
+    });
+  }
+});
+
 Deno.test("qstashPublisher() refuses a publicUrl or baseUrl with credentials (user:password@), as PUBLIC_URL and QSTASH_URL are: the publish URL holds the public URL, and an unreachable QStash's error quoted it whole, password and all", async () => {
   for (
     const urls of [

@@ -2,7 +2,7 @@
  * A Worker for `deno task worker-check`'s publish step: `qstashPublisher`
  * on workerd, built in the Worker's global scope (where Workers forbid
  * I/O and timers), publishing through the platform's `fetch` to a QStash
- * that Miniflare's outbound service stands in for at `http://qstash.test`.
+ * that Miniflare's outbound service stands in for at `https://qstash.test`.
  *
  * Route (the check's only; nothing here is for production): `POST
  * /publish/<case>` publishes `pi_0001/settle` through the publisher whose
@@ -26,7 +26,7 @@ const publishers = new Map(
       token: "qstash-token-for-workerd",
       publicUrl: `https://relayer.example.test/${name}`,
       retries: 9,
-      baseUrl: "http://qstash.test",
+      baseUrl: "https://qstash.test",
       timeoutMs: TIMEOUT_MS,
     }),
   ]),

@@ -12,7 +12,7 @@
  * | `PUBSUB_SERVICE_ACCOUNT` | the service account Pub/Sub pushes as (required with `PUBSUB_AUDIENCE`) |
  * | `PUBSUB_DEAD_LETTER_AUDIENCE` | the OIDC audience of the push subscription on the dead-letter topic (`POST /v1/pubsub/dead-letter`); not `PUBSUB_AUDIENCE`'s |
  * | `QSTASH_TOKEN` | publish jobs (`POST /v1/jobs`, redrive) through QStash, with `QSTASH_RETRIES` and the failure callback |
- * | `QSTASH_URL` | optional: QStash's API base, without `/v2/publish` (default `https://qstash.upstash.io`) |
+ * | `QSTASH_URL` | optional: QStash's API base, without `/v2/publish` (default `https://qstash.upstash.io`; plain http on loopback only, as `QSTASH_TOKEN` goes with every publish) |
  * | `WEBHOOK_SECRET` | the HMAC secret of `POST /v1/deliveries` (16+ characters, no space or line break at either end, not wrapped in quotes; not the docs' local-run value on Deno Deploy, with a `PUBLIC_URL` off this machine, or where `main.ts` listens off loopback) |
  * | `WEBHOOK_SECRET_NEXT` | optional: a second secret the route also takes while the senders move to it (a rotation; the docs' local-run value refused as `WEBHOOK_SECRET`'s) |
  * | `OPS_TOKEN` | the bearer token of the ops routes (16+ characters), not equal to any signing secret or `QSTASH_TOKEN`, nor the docs' local-run value on Deno Deploy, with a `PUBLIC_URL` off this machine, or where `main.ts` listens off loopback |
@@ -1634,6 +1634,18 @@ export function loadConfigFor(
     throw new ConfigError(
       "QSTASH_URL",
       "QSTASH_URL must be QStash's API base, without /v2/publish (the publisher adds /v2/publish/…), such as https://qstash.upstash.io",
+    );
+  }
+  if (
+    qstashUrl !== undefined && new URL(qstashUrl).protocol === "http:" &&
+    !onLoopback(qstashUrl)
+  ) {
+    // QSTASH_TOKEN goes with every publish: in clear text, whoever is on
+    // the path publishes with it, and the account's failure callbacks
+    // give up any job.
+    throw new ConfigError(
+      "QSTASH_URL",
+      "QSTASH_URL is plain http off this machine: QSTASH_TOKEN is sent with every publish, and whoever reads it on the path can publish to this service, its failure callback giving up any job. Use https (plain http is taken on localhost, 127.0.0.1 or [::1] only, for a local QStash)",
     );
   }
   if (qstashToken !== undefined && publicUrl === undefined) {

@@ -11,6 +11,7 @@
  */
 
 import { ROUTE_AT_END } from "./_routes.ts";
+import { onLoopback } from "./_auth.ts";
 import { resetInMs, retryAfterMs } from "./_rate_limit_waits.ts";
 import { cutAt, messageOf, secretMasker } from "../policy/_walk.ts";
 import { assertOptionNames, MAX_TIMER_MS, show } from "../policy/_validate.ts";
@@ -229,6 +230,14 @@ export function qstashPublisher(options: QStashPublisherOptions): Publisher {
     options.baseUrl ?? "https://qstash.upstash.io",
   ).replace(/\/+$/, "");
   const api = new URL(baseUrl);
+  if (api.protocol === "http:" && !onLoopback(baseUrl)) {
+    // The token goes with every publish: in clear text, whoever is on the
+    // path publishes with it, and the account's failure callbacks give up
+    // any job.
+    throw new TypeError(
+      "Cannot build a QStash publisher as 'baseUrl' is plain http off this machine: the token is sent with every publish, and whoever reads it on the path can publish to the service, its failure callback giving up any job. Use https (plain http is taken on localhost, 127.0.0.1 or [::1] only, for a local QStash): set QSTASH_URL so",
+    );
+  }
   if (
     api.search !== "" || api.hash !== "" || baseUrl.endsWith("?") ||
     baseUrl.endsWith("#") || /(^|\/)v2(\/|$)/.test(api.pathname)

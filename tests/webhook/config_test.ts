@@ -177,6 +177,43 @@ Deno.test("loadConfig() refuses QSTASH_URL without QSTASH_TOKEN: it only says wh
   );
 });
 
+Deno.test("loadConfig() refuses a plain http QSTASH_URL off this machine, where QSTASH_TOKEN would go in clear text with every publish (and whoever reads it publishes to the service, its failure callback giving up any job); https, and http on loopback for a local QStash, are taken", () => {
+  const qstash = {
+    ...base,
+    QSTASH_CURRENT_SIGNING_KEY: "sig_current_0123456789",
+    QSTASH_NEXT_SIGNING_KEY: "sig_next_0123456789ab",
+    PUBLIC_URL: "https://relayer.example.com",
+    QSTASH_TOKEN: "qstash-token-0123456789",
+  };
+  for (
+    const url of [
+      "http://qstash.example.com",
+      "http://10.0.0.7:8080",
+      "HTTP://QSTASH.EXAMPLE.COM",
+    ]
+  ) {
+    refused(
+      { ...qstash, QSTASH_URL: url },
+      "QSTASH_URL",
+      /^QSTASH_URL is plain http off this machine: QSTASH_TOKEN is sent with every publish, and whoever reads it on the path can publish to this service, its failure callback giving up any job\. Use https \(plain http is taken on localhost, 127\.0\.0\.1 or \[::1\] only, for a local QStash\)$/,
+    );
+  }
+  for (
+    const url of [
+      "https://qstash.example.com",
+      "http://127.0.0.1:8080",
+      "http://localhost:8080",
+      "http://[::1]:8080",
+    ]
+  ) {
+    assert.equal(
+      loadConfig({ ...qstash, QSTASH_URL: url }).qstash?.url,
+      "https://relayer.example.com/v1/qstash",
+      url,
+    );
+  }
+});
+
 Deno.test("routeOptions() hands createApp every route setting loadConfig read: each route is on and signed, the body limit holds", async () => {
   const config = loadConfig({
     ...base,
