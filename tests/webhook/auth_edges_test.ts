@@ -478,7 +478,7 @@ Deno.test("qstashVerifier()'s answer to a token of its keys signed for another U
   }
 });
 
-Deno.test("createApp() refuses a qstash.url that carries a query or fragment, naming it without them: its failure callback's URL, this one with /failed after it, would be cut in two, and every give-up refused; a failure callback signed for that URL was refused 401 before", async () => {
+Deno.test("createApp() refuses a qstash.url that carries a query or fragment, naming it without them: its failure callback's URL, this one with /failed after it, would be cut in two, and every give-up refused; a failure callback signed for that URL was refused 401 before", () => {
   for (
     const url of [
       "https://relayer.example/v1/qstash?token=hunter2-tok",
