@@ -1848,22 +1848,24 @@ export class PostgresStore implements Store {
           message?: unknown;
           where?: unknown;
         };
-        const wait = typeof where === "string"
-          ? ROW_WAIT.exec(where)?.[0]
-          : undefined;
+        const wait = rowWait(where);
+        const by = cancelledBy(String(message));
         // A row a prepared transaction holds, waited for until the role's
         // statement_timeout (below the flight's lock_timeout) ended it.
-        const prepared =
-          wait === undefined || /user request/.test(String(message))
-            ? ""
-            : await this.#preparedHolders();
+        const prepared = wait === undefined || by === "request"
+          ? ""
+          : await this.#preparedHolders();
         if (prepared !== "") {
           throw heldBySession(
             preparedHeld(
               what,
-              `held a row it needed until statement_timeout ended its wait (${
-                oneLine(String(message))
-              } ${oneLine(wait!)})`,
+              by === "timeout"
+                ? `held a row it needed until statement_timeout ended its wait (${
+                  oneLine(String(message))
+                } ${wait})`
+                : `held a row it needed until its wait was cancelled (${
+                  oneLine(String(message))
+                } ${wait}), by ${untoldCancel()}`,
               prepared,
             ),
             error,
@@ -5033,6 +5035,49 @@ function noConnection(waitMs: number, unreached: string): Error {
 const ROW_WAIT = /^while [^\n]*tuple[^\n]* in relation "[^\n]*"/;
 
 /**
+ * The row-lock wait an error's context (`where`) names first, on one line;
+ * `undefined` where it names none. A server whose `lc_messages` is another
+ * language words it so ("beim Sperren von Tupel (0,1) in Relation
+ * »leases«"; Korean drops the brackets, Chinese adds a space): read there
+ * by the tuple's id, two numbers, outside the line's quoted names (a
+ * trigger's `SQL statement "…"` line quotes its numbers).
+ */
+function rowWait(where: unknown): string | undefined {
+  if (typeof where !== "string") return undefined;
+  const english = ROW_WAIT.exec(where)?.[0];
+  if (english !== undefined) return oneLine(english);
+  const line = where.split("\n", 1)[0]!;
+  const bare = line.replace(
+    /"[^"]*"|»[^«]*«|«[^»]*»|„[^“”]*[“”]|“[^”]*”|「[^」]*」/g,
+    "",
+  );
+  return /\d+, ?\d+/.test(bare) ? oneLine(line) : undefined;
+}
+
+/**
+ * What cancelled a statement (`57014`), read from the server's words:
+ * `"request"` (`pg_cancel_backend`, or a client's cancel), `"timeout"`
+ * (`statement_timeout`), or `undefined` where they are in another language
+ * than English (`lc_messages`: a server made on a German system says
+ * "storniere Anfrage wegen Benutzeraufforderung"), which nothing else in
+ * the error tells apart (its code and fields are the same).
+ */
+function cancelledBy(said: string): "request" | "timeout" | undefined {
+  if (/user request/.test(said)) return "request";
+  if (/statement timeout/.test(said)) return "timeout";
+  return undefined;
+}
+
+/**
+ * What a cancel in the server's words read by {@linkcode cancelledBy} as
+ * `undefined` may have been (`own`: this store's own cancel, where it sent
+ * one lately), and how to tell, and to have English words.
+ */
+function untoldCancel(own = ""): string {
+  return `the role's statement_timeout or a cancel (another session's pg_cancel_backend${own}), which the server's words in another language than English (lc_messages) do not tell apart (SHOW statement_timeout: 0 is off, so a cancel; a superuser's ALTER ROLE … SET lc_messages = 'C' gives the store's role English words)`;
+}
+
+/**
  * What a read that the role's or database's `lock_timeout` ended (`55P03`:
  * the store sets none for its reads) waited for, and where to look: a plain
  * read waits only for a table lock (a schema change's, `VACUUM FULL`'s, a
@@ -5079,21 +5124,33 @@ function cancelled(
   const { message, where } = error as { message?: unknown; where?: unknown };
   const said = oneLine(String(message));
   const end = `nothing was ${done}; retry`;
-  if (/user request/.test(said) && ownCancelMs !== null) {
+  const by = cancelledBy(said);
+  if (by === "request" && ownCancelMs !== null) {
     return `a cancel cut its statement (${said}): this store cancelled a read of its own that ran past connectionWaitMs ${
       Math.round(ownCancelMs)
     }ms before, and that cancel, reaching the server after the read ended, cuts the statement the read's connection runs next; else another session's pg_cancel_backend did (see pg_stat_activity): ${end}`;
   }
-  if (/user request/.test(said)) {
+  if (by === "request") {
     return `another session cancelled its statement (${said}: pg_cancel_backend; see pg_stat_activity): ${end}`;
   }
-  const wait = typeof where === "string"
-    ? ROW_WAIT.exec(where)?.[0]
-    : undefined;
+  const wait = rowWait(where);
+  if (by === undefined) {
+    // Words in another language: which cancel it was is not known.
+    const cause = untoldCancel(
+      ownCancelMs === null
+        ? ""
+        : `, or this store's own cancel of a read that ran past connectionWaitMs ${
+          Math.round(ownCancelMs)
+        }ms before`,
+    );
+    return wait !== undefined
+      ? `a cancel ended its wait for a row another session held (${said} ${wait}; see pg_locks and pg_stat_activity): ${cause}: ${end}`
+      : `a cancel cut its statement, which waited for no row another session held (${said}): ${cause}; a statement_timeout too short for the store's ${
+        done === "read" ? "reads" : "writes"
+      }, or a table lock holding it up (a schema change; see pg_stat_activity), ends it so: ${end}`;
+  }
   if (wait !== undefined) {
-    return `statement_timeout ended its wait for a row another session held (${said} ${
-      oneLine(wait)
-    }; see pg_locks and pg_stat_activity): ${end}`;
+    return `statement_timeout ended its wait for a row another session held (${said} ${wait}; see pg_locks and pg_stat_activity): ${end}`;
   }
   return `statement_timeout cancelled its statement, which waited for no row another session held (${said}): the role's statement_timeout is too short for the store's ${
     done === "read" ? "reads" : "writes"

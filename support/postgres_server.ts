@@ -55,10 +55,12 @@ const WHERE = "/usr/lib/postgresql";
 async function run(
   command: string,
   args: string[],
+  env?: Readonly<Record<string, string>>,
 ): Promise<{ ok: boolean; out: string }> {
   try {
     const { success, stdout, stderr } = await new Deno.Command(command, {
       args,
+      ...(env === undefined ? {} : { env: { ...env } }),
       stdin: "null",
       stdout: "piped",
       stderr: "piped",
@@ -330,6 +332,13 @@ export async function startPostgres(
      */
     settings?: Readonly<Record<string, string>>;
     /**
+     * Environment variables for the server's process, beside this
+     * process's own (`{ LANGUAGE: "de" }` with the setting `lc_messages`
+     * `C.UTF-8`: a server whose words are German, as one made on a German
+     * system is).
+     */
+    env?: Readonly<Record<string, string>>;
+    /**
      * Where the template data dirs are kept.
      *
      * @default {the OS temp dir}
@@ -346,10 +355,16 @@ export async function startPostgres(
   const dir = options.dir ?? await Deno.makeTempDir({ prefix: "relayer-pg-" });
   const uid = await selfUid();
   const user = await serverUser(uid);
-  const as = (command: string, args: string[]) =>
-    user === null
-      ? run(`${bin}/${command}`, args)
-      : run("runuser", ["-u", "postgres", "--", `${bin}/${command}`, ...args]);
+  const as = (
+    command: string,
+    args: string[],
+    env?: Readonly<Record<string, string>>,
+  ) =>
+    user === null ? run(`${bin}/${command}`, args, env) : run(
+      "runuser",
+      ["-u", "postgres", "--", `${bin}/${command}`, ...args],
+      env,
+    );
   /** psql as the superuser, over the server's Unix socket (trusted). */
   const psql = (port: number, args: string[]) =>
     as("psql", [
@@ -469,7 +484,7 @@ export async function startPostgres(
           ),
         ].join(" "),
         "start",
-      ]);
+      ], options.env);
     const started = await start();
     if (started.ok && copied) {
       // Over the Unix socket, which trusts the postgres OS user; before
