@@ -63,15 +63,19 @@ export function typeFetchLost(reason: unknown): boolean {
  * the standby replays). The store's reads and postgres.js's type query run
  * so; the store's writes name their level and meet 25006 (read-only).
  * The server's hint is to lower the level; on a standby the cure is the
- * primary.
+ * primary. Told by the server's routine too, which no `lc_messages`
+ * translates (a German server says "kann serialisierbaren Modus nicht in
+ * einem Hot Standby verwenden").
  */
 export function serializableOnStandby(error: unknown): boolean {
-  const { code, message } = (error ?? {}) as {
+  const { code, message, routine } = (error ?? {}) as {
     code?: unknown;
     message?: unknown;
+    routine?: unknown;
   };
   return code === "0A000" &&
-    /serializable mode in a hot standby/.test(String(message));
+    (routine === "GetSerializableTransactionSnapshot" ||
+      /serializable mode in a hot standby/.test(String(message)));
 }
 
 /**

@@ -2578,8 +2578,13 @@ export class PostgresStore implements Store {
             const mark = ofWrite ? notWritten : <E extends Error>(e: E) => e;
             const words = oneLine(String((error as Error).message));
             // A hot standby cancels a read in the way of its replay with the
-            // same code, at any isolation level: no SERIALIZABLE there.
-            const recovery = /conflict with recovery/.test(words);
+            // same code, at any isolation level: no SERIALIZABLE there. In
+            // the routine that takes interrupts, which no lc_messages
+            // translates (a German server says "storniere Anfrage wegen
+            // Konflikt mit der Wiederherstellung"); SERIALIZABLE's own
+            // failures come from the predicate locks' routines.
+            const recovery = /conflict with recovery/.test(words) ||
+              (error as { routine?: unknown }).routine === "ProcessInterrupts";
             throw mark(
               new Error(
                 `The store's ${what} failed as PostgreSQL ended it ${

@@ -38,7 +38,11 @@ function isRoot(): Promise<boolean> {
     .then(({ stdout }) => new TextDecoder().decode(stdout).trim() === "0");
 }
 
-async function run(command: string, args: string[]): Promise<string> {
+async function run(
+  command: string,
+  args: string[],
+  env?: Readonly<Record<string, string>>,
+): Promise<string> {
   const root = await isRoot();
   const { success, stdout, stderr } = await new Deno.Command(
     root ? "runuser" : command,
@@ -46,6 +50,7 @@ async function run(command: string, args: string[]): Promise<string> {
       args: root ? ["-u", "postgres", "--", command, ...args] : args,
       stdout: "piped",
       stderr: "piped",
+      ...(env === undefined ? {} : { env: { ...env } }),
     },
   ).output();
   const text = new TextDecoder();
@@ -54,14 +59,23 @@ async function run(command: string, args: string[]): Promise<string> {
   return out;
 }
 
-/** Starts a primary, then a standby from its base backup, on a free port. */
+/**
+ * Starts a primary, then a standby from its base backup, on a free port.
+ * `settings` and `env` go to both servers (see `startPostgres`).
+ */
 export async function startPair(
-  options: { durable?: boolean } = {},
+  options: {
+    durable?: boolean;
+    settings?: Readonly<Record<string, string>>;
+    env?: Readonly<Record<string, string>>;
+  } = {},
 ): Promise<Pair> {
   const bin = (await postgresBinDir())!;
   const primary = await startPostgres({
     bin,
     durable: options.durable ?? false,
+    ...(options.settings ? { settings: options.settings } : {}),
+    ...(options.env ? { env: options.env } : {}),
   });
   // Inside the primary's dir: its watchdog deletes it with the primary's.
   const data = `${primary.dir}/standby`;
@@ -81,14 +95,19 @@ export async function startPair(
   const standbyPort = (probe.addr as Deno.NetAddr).port;
   probe.close();
   const ctl = (...args: string[]) =>
-    run(`${bin}/pg_ctl`, ["-D", data, ...args]);
+    run(`${bin}/pg_ctl`, ["-D", data, ...args], options.env);
   await ctl(
     "-l",
     `${primary.dir}/standby.log`,
     "-w",
     "-o",
     // As many connections as the primary, which a standby needs at least.
-    `-p ${standbyPort} -h 127.0.0.1 -k ${primary.dir} -F -c max_connections=300`,
+    [
+      `-p ${standbyPort} -h 127.0.0.1 -k ${primary.dir} -F -c max_connections=300`,
+      ...Object.entries(options.settings ?? {}).map(([name, value]) =>
+        `-c ${name}=${value}`
+      ),
+    ].join(" "),
     "start",
   );
   return {
@@ -134,7 +153,7 @@ export async function within<T>(promise: Promise<T>, ms: number): Promise<T> {
  * for until a session opened on the standby meets it (a session takes the
  * database's settings as it starts), where every statement outside an
  * explicit transaction is refused "cannot use serializable mode in a hot
- * standby" (0A000).
+ * standby" (0A000, in any language).
  */
 export async function serializableStandby(pair: Pair): Promise<string> {
   const { password, port } = pair.primary;
@@ -157,10 +176,10 @@ export async function serializableStandby(pair: Pair): Promise<string> {
       fetch_types: false,
       onnotice: () => {},
     });
+    // By its code: a server whose lc_messages is German words it so too.
     const met = await probe`SELECT 1`.then(
       () => false,
-      (error: Error) =>
-        /cannot use serializable mode in a hot standby/.test(error.message),
+      (error: Error) => (error as { code?: unknown }).code === "0A000",
     );
     await probe.end({ timeout: 0 });
     if (met) return url;
