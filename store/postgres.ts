@@ -4598,6 +4598,9 @@ function outsideRule(
     schema_name,
     table_name,
     column_name,
+    detail,
+    hint,
+    routine,
   } = (error ?? {}) as Record<string, unknown>;
   if (typeof code !== "string" || code.startsWith("RL")) return null;
   // The store's own constraints are its migration's: a primary key's
@@ -4619,6 +4622,23 @@ function outsideRule(
   const fix = `that rule lets the store's ${
     read ? "reads" : "writes"
   } through, or is removed`;
+  if (routine === "CheckCmdReplicaIdentity") {
+    // A publication (logical replication: a CDC feed to a warehouse, an
+    // upgrade by replication) of one of its tables whose row filter or
+    // column list reaches past the table's replica identity (42P10), or
+    // that publishes a table with none (55000): every UPDATE and DELETE of
+    // it is refused, the why in the error's detail alone ("cannot update
+    // table "intents"" said nothing of a publication).
+    return {
+      what: `a publication of one of its tables (logical replication) (${
+        [said, detail, hint].filter((part) =>
+          typeof part === "string" && part !== ""
+        ).map((part) => oneLine(String(part))).join(": ")
+      })`,
+      fix:
+        "the publication's row filter and column list name only columns of the table's replica identity, its primary key (ALTER PUBLICATION … SET TABLE …; see pg_publication_tables), or, for a row filter, the table's replica identity covers them (ALTER TABLE … REPLICA IDENTITY FULL)",
+    };
+  }
   switch (code) {
     case "23502":
       return {

@@ -2,7 +2,9 @@
  * PostgresStore when a rule its migration does not make is added to its
  * tables after the start: an admin's CHECK constraint, a NOT NULL column a
  * payment team adds with no default (their schema grows), or their own
- * audit trigger that RAISEs. The store's write then fails: it says which
+ * audit trigger that RAISEs, or a publication (logical replication) whose
+ * row filter or column list reaches past a table's replica identity. The
+ * store's write then fails: it says which
  * rule refused it, in the server's words, that the store did not make it,
  * and that nothing was written (the intent is as it was), where the
  * server's words came alone, as if the store's own bug.
@@ -229,6 +231,74 @@ Deno.test({
       assert.equal((await store.getIntent("pi_2"))?.version, "2");
     } finally {
       await admin.unsafe(`DROP SCHEMA IF EXISTS "${team}" CASCADE`);
+    }
+  }),
+});
+
+Deno.test({
+  name:
+    "PostgresStore names a publication (logical replication) whose row filter or column list reaches past a table's replica identity as what refused its write, with the server's detail, marked nothing written, where it said only 'cannot update table \"intents\"'; a replica identity that covers the filter lets the writes through",
+  ignore,
+  fn: onFreshSchema({}, async ({ admin, schema, store }) => {
+    await store.createIntent({
+      id: "pi_1",
+      state: "authorized",
+      hold: "pending",
+    });
+    await store.createIntent({
+      id: "pi_2",
+      state: "authorized",
+      hold: "pending",
+    });
+    // A CDC feed of finished payments to a warehouse (PostgreSQL 15's
+    // row filters), and one of the holds' states alone (a column list).
+    const filtered = `${schema}_finished`;
+    const listed = `${schema}_hold_states`;
+    try {
+      await admin.unsafe(
+        `CREATE PUBLICATION "${filtered}" FOR TABLE "${schema}".intents
+          WHERE (state IN ('settled', 'failed'))`,
+      );
+      // Before: a bare PostgresError, "cannot update table "intents"",
+      // not marked nothing written.
+      await assert.rejects(
+        store.transition("pi_1", {
+          from: "authorized",
+          to: "settling",
+          version: "1",
+          at: 1,
+        }),
+        refusedFor(
+          /^Cannot move pi_1 from authorized to settling as PostgreSQL refused it for a publication of one of its tables \(logical replication\) \(cannot update table "intents": Column used in the publication WHERE expression is not part of the replica identity\.\), which .+ until the publication's row filter and column list name only columns of the table's replica identity, its primary key \(ALTER PUBLICATION … SET TABLE …; see pg_publication_tables\), or, for a row filter, the table's replica identity covers them \(ALTER TABLE … REPLICA IDENTITY FULL\)$/,
+        ),
+      );
+      assert.equal((await store.getIntent("pi_1"))?.version, "1");
+      // The cure the words name for a row filter.
+      await admin.unsafe(
+        `ALTER TABLE "${schema}".intents REPLICA IDENTITY FULL`,
+      );
+      const moved = await store.transition("pi_1", {
+        from: "authorized",
+        to: "settling",
+        version: "1",
+        at: 1,
+      });
+      assert.equal(moved.state, "settling");
+
+      await admin.unsafe(
+        `CREATE PUBLICATION "${listed}" FOR TABLE "${schema}".holds (state)`,
+      );
+      await assert.rejects(
+        store.voidHold("pi_2"),
+        refusedFor(
+          /^Cannot .+ as PostgreSQL refused it for a publication of one of its tables \(logical replication\) \(cannot update table "holds": Column list used by the publication does not cover the replica identity\.\), which /,
+        ),
+      );
+      assert.equal((await store.getIntent("pi_2"))?.hold, "pending");
+    } finally {
+      await admin.unsafe(
+        `DROP PUBLICATION IF EXISTS "${filtered}", "${listed}"`,
+      );
     }
   }),
 });
