@@ -1079,13 +1079,22 @@ export class PostgresStore implements Store {
       // (libpq's sslrootcert, the channel_binding of Neon's URLs) goes to
       // the server as a setting at each connect, which refuses it: the
       // server's words alone read as its own fault. Named, never its value.
+      const sent = (this.#sql.options as { connection?: object } | undefined)
+        ?.connection;
       const setting = code === "42704"
         ? /^unrecognized configuration parameter "([^"]+)"$/.exec(
           String(message),
-        )?.[1]
+        )?.[1] ??
+          // In another language (lc_messages: "unbekannter
+          // Konfigurationsparameter »sslrootcert«"): the setting sent that
+          // the words name.
+          (typeof sent === "object" && sent !== null
+            ? Object.keys(sent).find((name) =>
+              /^[a-z_][a-z0-9_]*$/.test(name) &&
+              namesWord(String(message), name)
+            )
+            : undefined)
         : undefined;
-      const sent = (this.#sql.options as { connection?: object } | undefined)
-        ?.connection;
       if (
         setting !== undefined && typeof sent === "object" && sent !== null &&
         Object.hasOwn(sent, setting)
@@ -1114,7 +1123,11 @@ export class PostgresStore implements Store {
       }
       if (
         code === "42501" &&
-        /^permission denied for schema /.test(String(message))
+        (/^permission denied for schema /.test(String(message)) ||
+          // In another language (lc_messages: "keine Berechtigung für
+          // Schema relayer"): the check's only refusal that names the
+          // schema, which a table's ("… for table intents") never does.
+          namesWord(String(message), this.#schema))
       ) {
         // The check of the schema names it, so it needs USAGE on it: the
         // server's words alone named no grant and no cure.
@@ -1128,6 +1141,16 @@ export class PostgresStore implements Store {
               ? `"${user.replaceAll('"', '""')}"`
               : "the role"
           }) with the grants docs/postgres.md lists for a service role, or run as the schema's owner`,
+          { cause: error },
+        );
+      }
+      if (code === "57014" && cancelledBy(String(message)) === undefined) {
+        // In another language (lc_messages), a cancel's words do not say
+        // whether statement_timeout or pg_cancel_backend cut the check.
+        throw new Error(
+          `Cannot migrate the PostgreSQL schema "${this.#schema}" as a cancel cut its statement (${
+            oneLine(String(message))
+          }): ${untoldCancel()}; where the role's or database's statement_timeout is too short for the migration's check of the schema, raise it to 1s or more with ALTER ROLE … SET statement_timeout, then run migrate() again`,
           { cause: error },
         );
       }
@@ -5077,6 +5100,14 @@ function rowWait(where: unknown): string | undefined {
     "",
   );
   return /\d+, ?\d+/.test(bare) ? oneLine(line) : undefined;
+}
+
+/**
+ * Whether `text` holds `word` (a lower-case SQL identifier) whole: bare, or
+ * in any language's quotes.
+ */
+function namesWord(text: string, word: string): boolean {
+  return new RegExp(`(?:^|[^a-z0-9_$])${word}(?:$|[^a-z0-9_$])`).test(text);
 }
 
 /**

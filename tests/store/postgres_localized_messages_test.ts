@@ -146,3 +146,80 @@ Deno.test({
     }
   }),
 });
+
+Deno.test({
+  name:
+    "PostgresStore.migrate() on a server whose words are German names a role's missing USAGE on the schema and what to grant, a cancel of its check as statement_timeout's or a pg_cancel_backend's, with what to raise, and a setting of the URL the server does not know, where the server's words came alone",
+  ignore: !postgresAvailable,
+  fn: timeout(60_000, async () => {
+    const server = await startPostgres({
+      settings: { lc_messages: "C.UTF-8" },
+      env: { LANGUAGE: "de" },
+    });
+    const admin = postgres(server.url, { max: 1, onnotice: () => {} });
+    const url = new URL(server.url);
+    url.username = "svc";
+    url.password = "svc";
+    /** A store of the role svc on a client of its own: its migrate()'s error. */
+    const migrated = async () => {
+      const sql = postgres(url.href, {
+        max: 2,
+        onnotice: () => {},
+        max_lifetime: null,
+      });
+      const store = new PostgresStore(sql, { schema: "relayer" });
+      try {
+        return await store.migrate().then(() => null, (error: Error) => error);
+      } finally {
+        store.close();
+        await sql.end({ timeout: 0 });
+      }
+    };
+    try {
+      await new PostgresStore(admin, { schema: "relayer" }).migrate();
+      await admin.unsafe(`CREATE ROLE svc LOGIN PASSWORD 'svc'`);
+      // Before: "keine Berechtigung für Schema relayer", alone.
+      assert.equal(
+        (await migrated())?.message,
+        `Cannot use the PostgreSQL schema "relayer" as this role lacks USAGE on it (keine Berechtigung für Schema relayer): grant it (GRANT USAGE ON SCHEMA "relayer" TO "svc") with the grants docs/postgres.md lists for a service role, or run as the schema's owner`,
+      );
+      await admin.unsafe(`GRANT USAGE ON SCHEMA relayer TO svc`);
+      await admin.unsafe(`ALTER ROLE svc SET statement_timeout = '1ms'`);
+      // Before: "storniere Anfrage wegen Zeitüberschreitung der Anfrage",
+      // alone.
+      assert.equal(
+        (await migrated())?.message,
+        `Cannot migrate the PostgreSQL schema "relayer" as a cancel cut its statement (storniere Anfrage wegen Zeitüberschreitung der Anfrage): the role's statement_timeout or a cancel (another session's pg_cancel_backend), which the server's words in another language than English (lc_messages) do not tell apart (SHOW statement_timeout: 0 is off, so a cancel; a superuser's ALTER ROLE … SET lc_messages = 'C' gives the store's role English words); where the role's or database's statement_timeout is too short for the migration's check of the schema, raise it to 1s or more with ALTER ROLE … SET statement_timeout, then run migrate() again`,
+      );
+      // A libpq parameter of the URL, which postgres.js sends the server
+      // as a setting. Before: "unbekannter Konfigurationsparameter
+      // »sslrootcert«", alone, read as the server's fault.
+      const query = postgres(`${server.url}?sslrootcert=%2Fsecret%2Fca.pem`, {
+        max: 2,
+        onnotice: () => {},
+      });
+      try {
+        const refused = await new PostgresStore(query).migrate().then(
+          () => assert.fail("migrated"),
+          (error: Error) => error.message,
+        );
+        assert.match(
+          refused,
+          /^Cannot migrate the PostgreSQL schema "relayer" as the server refused the setting "sslrootcert" the client sends at each connect \(unbekannter Konfigurationsparameter »sslrootcert«\): postgres\.js sends each parameter of the URL's query it does not read itself /,
+        );
+        assert.doesNotMatch(refused, /secret/);
+      } finally {
+        await query.end({ timeout: 0 });
+      }
+      // The cure the words name: English words for the role.
+      await admin.unsafe(`ALTER ROLE svc SET lc_messages = 'C'`);
+      assert.match(
+        (await migrated())?.message ?? "",
+        /^Cannot migrate the PostgreSQL schema "relayer" as statement_timeout cancelled its statement \(canceling statement due to statement timeout\): /,
+      );
+    } finally {
+      await admin.end({ timeout: 0 }).catch(() => {});
+      await server.stop();
+    }
+  }),
+});
