@@ -784,12 +784,6 @@ export class PostgresStore implements Store {
   /** What `close()` stops: the waits of the store's own that the client's end does not settle. */
   #onClose = new Set<() => void>();
   /**
-   * When (`performance.now()`) this store last cancelled a read of its own
-   * on the server (past `connectionWaitMs`), for the words of a write's
-   * statement cancelled since (see `cancelled`); `null`: never.
-   */
-  #ownCancelAt: number | null = null;
-  /**
    * A pooler's words as, in statement mode, it ended a connection of this
    * client at a transaction's `BEGIN` (see `statementModeWords`), met since
    * the last write that landed: what a write lost so says of the pooler's
@@ -1864,9 +1858,7 @@ export class PostgresStore implements Store {
         // so that an operator does not look for a session that holds
         // nothing: a wait for another session's row carries the server's
         // context ("while locking tuple (0,1) in relation …").
-        const since = this.#ownCancelAt === null
-          ? null
-          : performance.now() - this.#ownCancelAt;
+        const own = this.#ownCancel();
         const { message, where } = error as {
           message?: unknown;
           where?: unknown;
@@ -1895,12 +1887,7 @@ export class PostgresStore implements Store {
           );
         }
         throw heldBySession(
-          `Cannot ${what} as ${
-            cancelled(
-              error,
-              since !== null && since < OWN_CANCEL_MS ? since : null,
-            )
-          }`,
+          `Cannot ${what} as ${cancelled(error, own)}`,
           error,
         );
       }
@@ -2692,7 +2679,7 @@ export class PostgresStore implements Store {
       const sent = pending.state != null;
       if (!sent || pending.active === true) cancelQuietly(query);
       if (sent && pending.active === true) {
-        this.#ownCancelAt = performance.now();
+        OWN_CANCELS.set(this.#sql, { at: performance.now(), by: this });
       }
       if (!sent && pending.state == null) pending.cancelled = null;
       const late = new Error(
@@ -3158,16 +3145,9 @@ export class PostgresStore implements Store {
         );
       }
       if ((error as { code?: unknown })?.code !== "57014") throw error;
-      const since = this.#ownCancelAt === null
-        ? null
-        : performance.now() - this.#ownCancelAt;
       throw new Error(
         `The store's ${what} failed as ${
-          cancelled(
-            error,
-            since !== null && since < OWN_CANCEL_MS ? since : null,
-            "read",
-          )
+          cancelled(error, this.#ownCancel(), "read")
         }`,
         { cause: error },
       );
@@ -3343,6 +3323,18 @@ export class PostgresStore implements Store {
         `Cannot ${what} as row-level security hides rows of ${hidden} from this role: add a policy for it that lets it see and write every row, give it BYPASSRLS, or disable row-level security there. Nothing was written; deliveries retry until then (a row read as missing dropped a live payment's job)`,
       ),
     );
+  }
+
+  /**
+   * The last cancel of a read of its own that a store on this client sent
+   * (see `OWN_CANCELS`), within `OWN_CANCEL_MS`: how long ago, and whether
+   * this store sent it; `null`: none so lately.
+   */
+  #ownCancel(): OwnCancel | null {
+    const last = OWN_CANCELS.get(this.#sql);
+    if (last === undefined) return null;
+    const ms = performance.now() - last.at;
+    return ms < OWN_CANCEL_MS ? { ms, ours: last.by === this } : null;
   }
 
   /**
@@ -5162,10 +5154,26 @@ const LOCKED_READS = new WeakSet<object>();
 const OWN_CANCEL_MS = 60_000;
 
 /**
+ * Per client: when (`performance.now()`) a store on it last cancelled a
+ * read of its own past `connectionWaitMs`, and which store. The cancel
+ * cuts whatever the read's connection runs when it arrives, and that
+ * connection is the client's: the next statement may be another store's
+ * on it (a store per tenant's schema, or per request, over one client).
+ */
+const OWN_CANCELS = new WeakMap<object, { at: number; by: object }>();
+
+/** A cancel of a read of its own a store on the client sent lately: how long ago, and whether by the store that met it. */
+interface OwnCancel {
+  ms: number;
+  ours: boolean;
+}
+
+/**
  * Why PostgreSQL cancelled a write's statement (`57014`), for its
  * `BusyError`, or a read's (`done`: `"read"`), for its error: a cancel by request (another session's `pg_cancel_backend`,
- * or, `ownCancelMs` after this store cancelled a read of its own past
- * `connectionWaitMs`, that cancel: postgres.js sends it on a connection
+ * or, `own.ms` after a store on the client (this one, or another: `own`)
+ * cancelled a read of its own past `connectionWaitMs`, that cancel:
+ * postgres.js sends it on a connection
  * of its own, and the server cancels whatever the read's connection runs
  * when it arrives, the next statement once the read has ended),
  * `statement_timeout` ending a wait for a row another session held, or
@@ -5174,17 +5182,17 @@ const OWN_CANCEL_MS = 60_000;
  */
 function cancelled(
   error: unknown,
-  ownCancelMs: number | null,
+  own: OwnCancel | null,
   done: "written" | "read" = "written",
 ): string {
   const { message, where } = error as { message?: unknown; where?: unknown };
   const said = oneLine(String(message));
   const end = `nothing was ${done}; retry`;
   const by = cancelledBy(said);
-  if (by === "request" && ownCancelMs !== null) {
-    return `a cancel cut its statement (${said}): this store cancelled a read of its own that ran past connectionWaitMs ${
-      Math.round(ownCancelMs)
-    }ms before, and that cancel, reaching the server after the read ended, cuts the statement the read's connection runs next; else another session's pg_cancel_backend did (see pg_stat_activity): ${end}`;
+  if (by === "request" && own !== null) {
+    return `a cancel cut its statement (${said}): ${
+      ownCancelWords(own)
+    }, and that cancel, reaching the server after the read ended, cuts the statement the read's connection runs next; else another session's pg_cancel_backend did (see pg_stat_activity): ${end}`;
   }
   if (by === "request") {
     return `another session cancelled its statement (${said}: pg_cancel_backend; see pg_stat_activity): ${end}`;
@@ -5193,11 +5201,13 @@ function cancelled(
   if (by === undefined) {
     // Words in another language: which cancel it was is not known.
     const cause = untoldCancel(
-      ownCancelMs === null
+      own === null
         ? ""
-        : `, or this store's own cancel of a read that ran past connectionWaitMs ${
-          Math.round(ownCancelMs)
-        }ms before`,
+        : `, or the cancel of a read that ran past connectionWaitMs, which ${
+          own.ours
+            ? "this store"
+            : "another store on the same postgres.js client"
+        } sent ${Math.round(own.ms)}ms before`,
     );
     return wait !== undefined
       ? `a cancel ended its wait for a row another session held (${said} ${wait}; see pg_locks and pg_stat_activity): ${cause}: ${end}`
@@ -5211,6 +5221,15 @@ function cancelled(
   return `statement_timeout cancelled its statement, which waited for no row another session held (${said}): the role's statement_timeout is too short for the store's ${
     done === "read" ? "reads" : "writes"
   } (SHOW statement_timeout; raise it with ALTER ROLE … SET statement_timeout), or a table lock held it up (a schema change; see pg_stat_activity): ${end}`;
+}
+
+/** Who cancelled a read of its own lately, and when (see `cancelled`). */
+function ownCancelWords(own: OwnCancel): string {
+  return `${
+    own.ours ? "this store" : "another store on the same postgres.js client"
+  } cancelled a read of its own that ran past connectionWaitMs ${
+    Math.round(own.ms)
+  }ms before`;
 }
 
 /**

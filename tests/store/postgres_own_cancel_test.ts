@@ -35,6 +35,8 @@ function isCancelRequest(text: string): boolean {
 interface HeldCancel {
   /** The store, on one connection through the relay, bound at 1000 ms. */
   store: PostgresStore;
+  /** Another store on the store's client and schema (a store made per request, or per tenant), bound alike. */
+  beside: PostgresStore;
   schema: string;
   /** A client of its own (one connection), to watch and cancel the store's session. */
   watcher: postgres.Sql;
@@ -88,8 +90,10 @@ async function withHeldCancel(
   try {
     await new PostgresStore(admin, { schema }).migrate();
     const store = new PostgresStore(sql, { schema, connectionWaitMs: 1000 });
+    const beside = new PostgresStore(sql, { schema, connectionWaitMs: 1000 });
     await test({
       store,
+      beside,
       schema,
       watcher,
       locker,
@@ -251,6 +255,60 @@ Deno.test({
         other.message,
         "The store's read of intent pi_1 failed as another session cancelled its statement (canceling statement due to user request: pg_cancel_backend; see pg_stat_activity): nothing was read; retry",
       );
+    });
+  },
+});
+
+Deno.test({
+  name:
+    "PostgresStore: a write whose statement the cancel of a slow read by another store on the same client hit (a store per tenant or per request, one client) says so, not that another session cancelled it",
+  ignore: !postgresAvailable,
+  sanitizeOps: false,
+  sanitizeResources: false,
+  async fn() {
+    await withHeldCancel("own_cancel_beside", async (held) => {
+      const { store, beside, schema, locker, letCancelGo, waitingOn } = held;
+      const read = await store.createIntent({
+        id: "pi_1",
+        state: "settling",
+        hold: "pending",
+        settlingSince: 0,
+      });
+      // The other store's read, held up by a table lock past its bound:
+      // cancelled, the cancel held by the relay.
+      await locker.unsafe("BEGIN");
+      await locker.unsafe(
+        `LOCK TABLE "${schema}".intents IN ACCESS EXCLUSIVE MODE`,
+      );
+      await assert.rejects(
+        beside.getIntent("pi_1"),
+        /did not answer the store's .* within 1000ms/,
+      );
+      await held.cancelSent;
+      // The read ends; the client's one connection takes this store's
+      // write, which waits for the intent's row when the cancel arrives.
+      await locker.unsafe("ROLLBACK");
+      await locker.unsafe("BEGIN");
+      await locker.unsafe(
+        `SELECT 1 FROM "${schema}".intents WHERE id = 'pi_1' FOR UPDATE`,
+      );
+      const write = store.beginBroadcast("pi_1", read.version, 1).then(
+        () => null,
+        (error: unknown) => error,
+      );
+      await waitingOn("the write");
+      letCancelGo();
+      const error = await write;
+      await locker.unsafe("ROLLBACK");
+      assert.ok(error instanceof BusyError, String(error));
+      // Before: "… as another session cancelled its statement (canceling
+      // statement due to user request: pg_cancel_backend; see
+      // pg_stat_activity) …": no session had.
+      assert.match(
+        error.message,
+        /^Cannot start a broadcast for pi_1 as a cancel cut its statement \(canceling statement due to user request\): another store on the same postgres\.js client cancelled a read of its own that ran past connectionWaitMs \d+ms before, and that cancel, reaching the server after the read ended, cuts the statement the read's connection runs next; else another session's pg_cancel_backend did \(see pg_stat_activity\): nothing was written; retry$/,
+      );
+      assert.deepEqual(await store.getIntent("pi_1"), read);
     });
   },
 });
