@@ -1005,6 +1005,7 @@ async function openPostgres(
           message,
           database.sslnegotiation === "direct",
           missingDenoCert(),
+          sqlStateOf(error),
         )
       }`.replaceAll(database.url, "DATABASE_URL"),
     );
@@ -1091,6 +1092,10 @@ export function missingDenoCert(): string | undefined {
  * @param missingCert The path `DENO_CERT` names where no file is there
  * ({@linkcode missingDenoCert}): Deno trusts no CA from it, and says
  * nothing of the file.
+ * @param code The error's SQLSTATE, where the server gave one
+ * ({@linkcode sqlStateOf}): read where the words are in another language
+ * than English (a server whose `lc_messages` is German says
+ * "Passwort-Authentifizierung für Benutzer »svc« fehlgeschlagen").
  * @returns The hint, in parentheses after a space, or `""`.
  *
  * @example Nothing listening
@@ -1110,24 +1115,31 @@ export function openHint(
   message: string,
   direct: boolean,
   missingCert?: string,
+  code?: string,
 ): string {
   if (/\bECONNREFUSED\b/.test(message)) {
     return " (nothing listens at that host and port: start the server, or correct the host and port in DATABASE_URL)";
   }
-  if (/permission denied/i.test(message) && !/schema's owner/.test(message)) {
+  if (
+    (/permission denied/i.test(message) || code === "42501") &&
+    !/schema's owner/.test(message)
+  ) {
     return " (the role needs the grants docs/postgres.md lists, or a migration run once by the schema's owner)";
   }
   // 53300, the server's words: the role's or database's CONNECTION LIMIT,
   // or max_connections less the slots kept for superusers.
   if (
     /too many (clients|connections for (role|database))|remaining connection slots are reserved/
-      .test(message)
+      .test(message) || code === "53300"
   ) {
     return " (the server has no connection slot left for this role: its CONNECTION LIMIT, the database's or the server's max_connections is reached; see pg_stat_activity for who holds them, end the idle ones or raise the limit, then try again)";
   }
   // 28P01: the server says the same of a wrong password and of one past
   // the role's VALID UNTIL (the reason goes to its log alone).
-  if (/password authentication failed for user/.test(message)) {
+  if (
+    /password authentication failed for user/.test(message) ||
+    code === "28P01"
+  ) {
     return " (the server refused this user and password: check them in DATABASE_URL, and that the role's password has not expired (SELECT rolvaliduntil FROM pg_roles; renew it with ALTER ROLE … VALID UNTIL), then try again)";
   }
   // 28000, before any authentication: the client sent no user, as
@@ -1145,7 +1157,7 @@ export function openHint(
   if (
     /^database ".*" does not exist$|: database ".*" does not exist$/.test(
       message,
-    )
+    ) || code === "3D000"
   ) {
     return " (no database of that name on this server: correct the name in DATABASE_URL, or create it (CREATE DATABASE); one renamed or dropped since the service last ran is missing too)";
   }
@@ -1185,6 +1197,40 @@ export function openHint(
       : " (the server did not take TLS: make it offer TLS, or change ?sslmode= in DATABASE_URL)";
   }
   return "";
+}
+
+/**
+ * The SQLSTATE of the server's error in `error` or its causes (three
+ * deep), for {@linkcode openHint}; `undefined` where there is none (the
+ * runtime's and postgres.js's own errors carry other codes).
+ *
+ * @example
+ * ```ts
+ * import { sqlStateOf } from "./main.ts";
+ * import assert from "node:assert/strict";
+ *
+ * const refused = Object.assign(new Error("…"), { code: "28P01" });
+ * assert.equal(sqlStateOf(new Error("Cannot …", { cause: refused })), "28P01");
+ * assert.equal(sqlStateOf(Object.assign(new Error("…"), { code: "EPIPE" })), undefined);
+ * ```
+ */
+export function sqlStateOf(error: unknown): string | undefined {
+  let at = error;
+  for (
+    let depth = 0;
+    depth < 4 && typeof at === "object" && at !== null;
+    depth++
+  ) {
+    const code = (at as { code?: unknown }).code;
+    if (
+      typeof code === "string" && /^[0-9A-Z]{2}[0-9A-Z]{3}$/.test(code) &&
+      /\d/.test(code)
+    ) {
+      return code;
+    }
+    at = (at as { cause?: unknown }).cause;
+  }
+  return undefined;
 }
 
 /**

@@ -9,6 +9,7 @@ import {
   readOnlyDatabase,
   sharedClient,
 } from "../_postgres.ts";
+import { startPostgres } from "../../support/postgres_server.ts";
 import { closeEach } from "../_raw_http.ts";
 import { startMain } from "../_main_process.ts";
 
@@ -1192,6 +1193,55 @@ Deno.test({
       await service.ended().catch(() => {});
       await Deno.remove(dir, { recursive: true });
       await database.drop();
+    }
+  },
+});
+
+Deno.test({
+  name:
+    "openService() on a server whose words are German (lc_messages) says what to do for a refused password, a missing database and a role's exhausted connection limit, by the server's SQLSTATE, as in English",
+  ignore: !postgresAvailable,
+  async fn() {
+    const server = await startPostgres({
+      settings: { lc_messages: "C.UTF-8" },
+      env: { LANGUAGE: "de" },
+    });
+    try {
+      await server.psql(
+        "CREATE ROLE svc LOGIN PASSWORD 'svc-pw' CONNECTION LIMIT 0",
+      );
+      /** openService()'s refusal of `url`, its server address elided. */
+      const refusal = async (url: URL) => {
+        const config = loadConfig({ ...base, DATABASE_URL: url.href });
+        const error = await openService(config, { log: () => {} }).then(
+          () => assert.fail("it started"),
+          (error: unknown) => error,
+        );
+        assert.ok(error instanceof ConfigError, String(error));
+        return error.message.replace(/PostgreSQL \S+, [^:]+:/, "PostgreSQL …:");
+      };
+      const wrong = new URL(server.url);
+      wrong.password = "not-it";
+      // Before: the server's words alone.
+      assert.equal(
+        await refusal(wrong),
+        `DATABASE_URL: cannot open PostgreSQL …: Passwort-Authentifizierung für Benutzer »postgres« fehlgeschlagen (the server refused this user and password: check them in DATABASE_URL, and that the role's password has not expired (SELECT rolvaliduntil FROM pg_roles; renew it with ALTER ROLE … VALID UNTIL), then try again)`,
+      );
+      const missing = new URL(server.url);
+      missing.pathname = "/no_such_payments";
+      assert.match(
+        await refusal(missing),
+        /^DATABASE_URL: cannot open PostgreSQL …: Datenbank »no_such_payments« existiert nicht \(no database of that name on this server: correct the name in DATABASE_URL, or create it \(CREATE DATABASE\); /,
+      );
+      const limited = new URL(server.url);
+      limited.username = "svc";
+      limited.password = "svc-pw";
+      assert.match(
+        await refusal(limited),
+        /: zu viele Verbindungen von Rolle »svc« \(the server has no connection slot left for this role: /,
+      );
+    } finally {
+      await server.stop();
     }
   },
 });
