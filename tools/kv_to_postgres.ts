@@ -50,6 +50,7 @@ import {
   openHint,
   remoteKvRefusal,
   sessionAttrsOf,
+  sqlStateOf,
   unfitSessionHint,
   withoutToken,
 } from "../main.ts";
@@ -325,6 +326,7 @@ export async function main(
             message,
             database.sslnegotiation === "direct",
             missingDenoCert(),
+            sqlStateOf(error),
           )
         }`.replaceAll(url, "DATABASE_URL"),
       );

@@ -679,3 +679,36 @@ for (
     },
   });
 }
+
+Deno.test({
+  name:
+    "deno task kv-to-postgres says what to do for a refused password on a server whose words are German (lc_messages), by the server's SQLSTATE, as in English",
+  ignore: !postgresAvailable,
+  async fn() {
+    const dir = await Deno.makeTempDir({ prefix: "kv_to_postgres_tool_" });
+    const server = await startPostgres({
+      settings: { lc_messages: "C.UTF-8" },
+      env: { LANGUAGE: "de" },
+    });
+    try {
+      const path = `${dir}/relayer.kv`;
+      await kvHolding(path, { id: "pi_0001", state: "authorized" });
+      const wrong = new URL(server.url);
+      wrong.password = "wr0ng-s3cret";
+      const denied = await runMove(
+        { KV_PATH: path, DATABASE_URL: wrong.href },
+        dir,
+      );
+      assert.equal(denied.code, 2, denied.err);
+      // Before: the server's words alone.
+      assert.match(
+        denied.err,
+        /^DATABASE_URL: cannot open PostgreSQL 127\.0\.0\.1:\d+\/\S+, [^:]+: Passwort-Authentifizierung für Benutzer »postgres« fehlgeschlagen \(the server refused this user and password: check them in DATABASE_URL, /,
+      );
+      assert.ok(!denied.err.includes("wr0ng-s3cret"), denied.err);
+    } finally {
+      await server.stop();
+      await Deno.remove(dir, { recursive: true });
+    }
+  },
+});
