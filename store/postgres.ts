@@ -5145,7 +5145,7 @@ function tableLockWait(error: unknown): string {
 const LOCKED_READS = new WeakSet<object>();
 
 /**
- * How long after this store cancelled a read of its own a write's
+ * How long after a store on the client cancelled a read of its own a
  * statement cancelled "due to user request" names that cancel first: the
  * cancel travels on a connection of its own (postgres.js opens it, within
  * its `connect_timeout`, 30 s by default), and the server cancels what the
