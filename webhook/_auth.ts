@@ -484,6 +484,19 @@ export function onLoopback(url: string): boolean {
 }
 
 /**
+ * Whether `url` names this machine without a DNS lookup: `localhost`,
+ * 127.0.0.0/8 or [::1], not a name under `.localhost`, which
+ * {@linkcode onLoopback} takes. Deno asks the system's resolver for such a
+ * name, and so DNS ("dns error: failed to lookup address information" where
+ * it knows none): whoever answers for the resolver on the path points it
+ * anywhere. Where a secret or the keys go in clear text (plain http), only
+ * these are this machine.
+ */
+export function loopbackWithoutDns(url: string): boolean {
+  return onLoopback(url) && !new URL(url).hostname.endsWith(".localhost");
+}
+
+/**
  * The routes `RELAYER_INSECURE_DEV` opens to requests with no signature or
  * token: each whose keys are not set, by which are.
  */

@@ -78,6 +78,7 @@ import type { AppDeps } from "./app.ts";
 import {
   insecureDevRefusal,
   insecureOpenRoutes,
+  loopbackWithoutDns,
   MIN_SECRET,
   onLoopback,
   publishedQStashKey,
@@ -1638,7 +1639,7 @@ export function loadConfigFor(
   }
   if (
     qstashUrl !== undefined && new URL(qstashUrl).protocol === "http:" &&
-    !onLoopback(qstashUrl)
+    !loopbackWithoutDns(qstashUrl)
   ) {
     // QSTASH_TOKEN goes with every publish: in clear text, whoever is on
     // the path publishes with it, and the account's failure callbacks

@@ -9,7 +9,7 @@ import { assertOptionNames, checkedClock, show } from "../policy/_validate.ts";
 import { readText } from "../relayer/_read_text.ts";
 import { stepBackPace } from "./_step_back.ts";
 import { bareUrl, optionUrlSaid } from "./_url_said.ts";
-import { onLoopback } from "./_auth.ts";
+import { loopbackWithoutDns } from "./_auth.ts";
 
 /**
  * Where Google publishes the keys that sign its OIDC tokens.
@@ -256,7 +256,9 @@ export function googleJwks(
           : show(url)}`,
     );
   }
-  if (new URL(url).protocol === "http:" && !onLoopback(String(url))) {
+  if (
+    new URL(url).protocol === "http:" && !loopbackWithoutDns(String(url))
+  ) {
     // The keys are what every push's signature is checked against: served
     // in clear text, whoever is on the path serves a key of their own, and
     // signs any push (a job given up, a delivery number raised).

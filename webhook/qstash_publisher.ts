@@ -11,7 +11,7 @@
  */
 
 import { ROUTE_AT_END } from "./_routes.ts";
-import { onLoopback } from "./_auth.ts";
+import { loopbackWithoutDns } from "./_auth.ts";
 import { resetInMs, retryAfterMs } from "./_rate_limit_waits.ts";
 import { cutAt, messageOf, secretMasker } from "../policy/_walk.ts";
 import { assertOptionNames, MAX_TIMER_MS, show } from "../policy/_validate.ts";
@@ -230,7 +230,7 @@ export function qstashPublisher(options: QStashPublisherOptions): Publisher {
     options.baseUrl ?? "https://qstash.upstash.io",
   ).replace(/\/+$/, "");
   const api = new URL(baseUrl);
-  if (api.protocol === "http:" && !onLoopback(baseUrl)) {
+  if (api.protocol === "http:" && !loopbackWithoutDns(baseUrl)) {
     // The token goes with every publish: in clear text, whoever is on the
     // path publishes with it, and the account's failure callbacks give up
     // any job.

@@ -190,6 +190,8 @@ Deno.test("loadConfig() refuses a plain http QSTASH_URL off this machine, where 
       "http://qstash.example.com",
       "http://10.0.0.7:8080",
       "HTTP://QSTASH.EXAMPLE.COM",
+      // Looked up in DNS by Deno, not this machine by its name.
+      "http://qstash.localhost:8080",
     ]
   ) {
     refused(

@@ -333,6 +333,9 @@ Deno.test("googleJwks() refuses a plain http url off this machine, naming it wit
       ],
       ["http://10.0.0.7/certs", '"http://10.0.0.7/certs"'],
       ["HTTP://KEYS.EXAMPLE/certs", '"HTTP://KEYS.EXAMPLE/certs"'],
+      // A name under .localhost is looked up in DNS by Deno (the system's
+      // resolver), which whoever is on the path answers.
+      ["http://keys.localhost:9/certs", '"http://keys.localhost:9/certs"'],
     ] as const
   ) {
     assert.throws(() => googleJwks({ url }), (error: Error) => {
