@@ -336,6 +336,18 @@ Deno.test("googleJwks() refuses a plain http url off this machine, naming it wit
       // A name under .localhost is looked up in DNS by Deno (the system's
       // resolver), which whoever is on the path answers.
       ["http://keys.localhost:9/certs", '"http://keys.localhost:9/certs"'],
+      // Names that read as loopback and are not: a host under another's
+      // domain, a trailing dot, an IPv4-mapped IPv6 address, a user part.
+      [
+        "http://127.0.0.1.evil.example/certs",
+        '"http://127.0.0.1.evil.example/certs"',
+      ],
+      ["http://localhost./certs", '"http://localhost./certs"'],
+      ["http://[::ffff:127.0.0.1]/certs", '"http://[::ffff:127.0.0.1]/certs"'],
+      [
+        "http://127.0.0.1@evil.example/certs",
+        '"http://evil.example/certs" (its credentials, query and fragment left unsaid)',
+      ],
     ] as const
   ) {
     assert.throws(() => googleJwks({ url }), (error: Error) => {
