@@ -1252,6 +1252,26 @@ const GAVE_UP_EXAMPLE =
   `{"job":${JOB_EXAMPLE},"gaveUp":{"deliveries":7,"messageId":"m-1"}} ('deliveries' is optional, and 'messageId' where your queue's message has no id)`;
 
 /**
+ * `body`, read once more if it is a text (a bridge that `JSON.stringify`s
+ * what it sends, a byte order mark before it ignored), with `twice` to
+ * say so in an answer ("a JSON text of "); `undefined` for a text that is
+ * no JSON.
+ */
+function readTwice(
+  body: unknown,
+): { body: unknown; twice: string } | undefined {
+  if (typeof body !== "string") return { body, twice: "" };
+  try {
+    return {
+      body: JSON.parse(body.charCodeAt(0) === 0xfeff ? body.slice(1) : body),
+      twice: "a JSON text of ",
+    };
+  } catch {
+    return undefined;
+  }
+}
+
+/**
  * `raw` parsed as JSON, or a bad-input refusal saying what it must hold
  * (`expected`: a job unless said otherwise). `cause`, asked only once the
  * parse failed, names what was wrong with a signed body's bytes (see
@@ -3865,17 +3885,10 @@ export function createApp(deps: AppDeps): WebhookApp {
   ): Promise<Response | undefined> {
     // Encoded twice too (a bridge that `JSON.stringify`s its batch): its
     // text read, and said so.
-    let twice = "";
-    if (typeof body === "string") {
-      try {
-        body = JSON.parse(
-          body.charCodeAt(0) === 0xfeff ? body.slice(1) : body,
-        );
-      } catch {
-        return undefined;
-      }
-      twice = "a JSON text of ";
-    }
+    const read = readTwice(body);
+    if (read === undefined) return undefined;
+    const { twice } = read;
+    body = read.body;
     let elements: { element: unknown; count?: number }[];
     let what: string;
     let how: string;
@@ -4003,17 +4016,10 @@ export function createApp(deps: AppDeps): WebhookApp {
     body: unknown,
     claim: ReplayClaim | undefined,
   ): Promise<Response | undefined> {
-    let twice = "";
-    if (typeof body === "string") {
-      try {
-        body = JSON.parse(
-          body.charCodeAt(0) === 0xfeff ? body.slice(1) : body,
-        );
-      } catch {
-        return undefined;
-      }
-      twice = "a JSON text of ";
-    }
+    const read = readTwice(body);
+    if (read === undefined) return undefined;
+    const { twice } = read;
+    body = read.body;
     const envelope = envelopeOf(body);
     const seen = envelope === undefined ? undefined : batchJob(envelope.inner);
     if (envelope === undefined || seen === undefined) return undefined;
