@@ -115,6 +115,27 @@ async function withHeldCancel(
   }
 }
 
+/** Opens a transaction on the locker that holds the whole intents table. */
+async function lockIntents({ locker, schema }: HeldCancel): Promise<void> {
+  await locker.unsafe("BEGIN");
+  await locker.unsafe(
+    `LOCK TABLE "${schema}".intents IN ACCESS EXCLUSIVE MODE`,
+  );
+}
+
+/** Opens a transaction on the locker that holds intent pi_1's row. */
+async function lockRow({ locker, schema }: HeldCancel): Promise<void> {
+  await locker.unsafe("BEGIN");
+  await locker.unsafe(
+    `SELECT 1 FROM "${schema}".intents WHERE id = 'pi_1' FOR UPDATE`,
+  );
+}
+
+/** What `promise` rejects with, or null once it resolves. */
+function errorOf(promise: Promise<unknown>): Promise<unknown> {
+  return promise.then(() => null, (error: unknown) => error);
+}
+
 Deno.test({
   name:
     "PostgresStore: a write whose statement its own cancel of a slow read hit (the read ended before the cancel arrived) says so, not that another session cancelled it",
@@ -125,7 +146,7 @@ Deno.test({
   sanitizeResources: false,
   async fn() {
     await withHeldCancel("own_cancel", async (held) => {
-      const { store, schema, locker, letCancelGo, waitingOn } = held;
+      const { store, locker, letCancelGo, waitingOn } = held;
       const read = await store.createIntent({
         id: "pi_1",
         state: "settling",
@@ -133,10 +154,7 @@ Deno.test({
         settlingSince: 0,
       });
       // The read, held up by a table lock past its bound: cancelled.
-      await locker.unsafe("BEGIN");
-      await locker.unsafe(
-        `LOCK TABLE "${schema}".intents IN ACCESS EXCLUSIVE MODE`,
-      );
+      await lockIntents(held);
       await assert.rejects(
         store.getIntent("pi_1"),
         /did not answer the store's .* within 1000ms/,
@@ -147,14 +165,8 @@ Deno.test({
       // connection takes the next statement, a write's, which waits for
       // the intent's row (held now, by the same session as before).
       await locker.unsafe("ROLLBACK");
-      await locker.unsafe("BEGIN");
-      await locker.unsafe(
-        `SELECT 1 FROM "${schema}".intents WHERE id = 'pi_1' FOR UPDATE`,
-      );
-      const write = store.beginBroadcast("pi_1", read.version, 1).then(
-        () => null,
-        (error: unknown) => error,
-      );
+      await lockRow(held);
+      const write = errorOf(store.beginBroadcast("pi_1", read.version, 1));
       // The write's statement waits for the row.
       await waitingOn("the write");
       letCancelGo();
@@ -171,14 +183,8 @@ Deno.test({
       // Past OWN_CANCEL_MS (60 s) since, a cancel by request is another
       // session's: the monotonic clock the store reads, stepped past it.
       performance.now = () => held.realNow() + 61_000;
-      await locker.unsafe("BEGIN");
-      await locker.unsafe(
-        `SELECT 1 FROM "${schema}".intents WHERE id = 'pi_1' FOR UPDATE`,
-      );
-      const later = store.beginBroadcast("pi_1", read.version, 1).then(
-        () => null,
-        (error: unknown) => error,
-      );
+      await lockRow(held);
+      const later = errorOf(store.beginBroadcast("pi_1", read.version, 1));
       // The write's statement waits for the row, and is cancelled.
       const [cancelled] = await held.watcher`
         SELECT pg_cancel_backend(${await waitingOn("the write")}) AS done`;
@@ -203,17 +209,11 @@ Deno.test({
   sanitizeResources: false,
   async fn() {
     await withHeldCancel("own_cancel_read", async (held) => {
-      const { store, schema, locker, waitingOn } = held;
-      const lockIntents = async () => {
-        await locker.unsafe("BEGIN");
-        await locker.unsafe(
-          `LOCK TABLE "${schema}".intents IN ACCESS EXCLUSIVE MODE`,
-        );
-      };
+      const { store, locker, waitingOn } = held;
       await store.createIntent({ id: "pi_1", state: "authorized" });
       // A read held up by a table lock past its bound: cancelled, the
       // cancel held by the relay.
-      await lockIntents();
+      await lockIntents(held);
       await assert.rejects(
         store.getIntent("pi_1"),
         /did not answer the store's .* within 1000ms/,
@@ -222,11 +222,8 @@ Deno.test({
       // The first read ends; the next waits on the lock, and the cancel
       // arrives then.
       await locker.unsafe("ROLLBACK");
-      await lockIntents();
-      const read = store.getIntent("pi_1").then(
-        () => null,
-        (error: unknown) => error,
-      );
+      await lockIntents(held);
+      const read = errorOf(store.getIntent("pi_1"));
       await waitingOn("the read");
       held.letCancelGo();
       const error = await read;
@@ -240,11 +237,8 @@ Deno.test({
       // Past OWN_CANCEL_MS (60 s) since, a cancel by request is another
       // session's.
       performance.now = () => held.realNow() + 61_000;
-      await lockIntents();
-      const later = store.getIntent("pi_1").then(
-        () => null,
-        (error: unknown) => error,
-      );
+      await lockIntents(held);
+      const later = errorOf(store.getIntent("pi_1"));
       await held.watcher`SELECT pg_cancel_backend(${await waitingOn(
         "the read",
       )})`;
@@ -267,7 +261,7 @@ Deno.test({
   sanitizeResources: false,
   async fn() {
     await withHeldCancel("own_cancel_beside", async (held) => {
-      const { store, beside, schema, locker, letCancelGo, waitingOn } = held;
+      const { store, beside, locker, letCancelGo, waitingOn } = held;
       const read = await store.createIntent({
         id: "pi_1",
         state: "settling",
@@ -276,10 +270,7 @@ Deno.test({
       });
       // The other store's read, held up by a table lock past its bound:
       // cancelled, the cancel held by the relay.
-      await locker.unsafe("BEGIN");
-      await locker.unsafe(
-        `LOCK TABLE "${schema}".intents IN ACCESS EXCLUSIVE MODE`,
-      );
+      await lockIntents(held);
       await assert.rejects(
         beside.getIntent("pi_1"),
         /did not answer the store's .* within 1000ms/,
@@ -288,14 +279,8 @@ Deno.test({
       // The read ends; the client's one connection takes this store's
       // write, which waits for the intent's row when the cancel arrives.
       await locker.unsafe("ROLLBACK");
-      await locker.unsafe("BEGIN");
-      await locker.unsafe(
-        `SELECT 1 FROM "${schema}".intents WHERE id = 'pi_1' FOR UPDATE`,
-      );
-      const write = store.beginBroadcast("pi_1", read.version, 1).then(
-        () => null,
-        (error: unknown) => error,
-      );
+      await lockRow(held);
+      const write = errorOf(store.beginBroadcast("pi_1", read.version, 1));
       await waitingOn("the write");
       letCancelGo();
       const error = await write;
