@@ -33,6 +33,13 @@ function refusedFor(said: RegExp): (error: Error) => boolean {
   };
 }
 
+/** `pi_1` and `pi_2`, each authorized with its hold pending. */
+async function authorizedBoth(store: PostgresStore): Promise<void> {
+  for (const id of ["pi_1", "pi_2"]) {
+    await store.createIntent({ id, state: "authorized", hold: "pending" });
+  }
+}
+
 /** `pi_1` and `pi_2`, each authorized with its hold pending, moved to settling. */
 async function settlingBoth(store: PostgresStore): Promise<void> {
   for (const id of ["pi_1", "pi_2"]) {
@@ -60,16 +67,7 @@ Deno.test({
     "PostgresStore names a payment team's audit trigger that RAISEs on its intents' update, and a CHECK constraint an admin added, as theirs, marked nothing written: the delivery's move to settling fails so, and the intent is as it was",
   ignore,
   fn: onFreshSchema({}, async ({ admin, schema, store }) => {
-    await store.createIntent({
-      id: "pi_1",
-      state: "authorized",
-      hold: "pending",
-    });
-    await store.createIntent({
-      id: "pi_2",
-      state: "authorized",
-      hold: "pending",
-    });
+    await authorizedBoth(store);
     await admin.unsafe(
       `CREATE FUNCTION "${schema}".team_audit() RETURNS trigger LANGUAGE plpgsql AS $$
         BEGIN
@@ -240,16 +238,7 @@ Deno.test({
     "PostgresStore names a publication (logical replication) whose row filter or column list reaches past a table's replica identity as what refused its write, with the server's detail, marked nothing written, where it said only 'cannot update table \"intents\"'; a replica identity that covers the filter lets the writes through",
   ignore,
   fn: onFreshSchema({}, async ({ admin, schema, store }) => {
-    await store.createIntent({
-      id: "pi_1",
-      state: "authorized",
-      hold: "pending",
-    });
-    await store.createIntent({
-      id: "pi_2",
-      state: "authorized",
-      hold: "pending",
-    });
+    await authorizedBoth(store);
     // A CDC feed of finished payments to a warehouse (PostgreSQL 15's
     // row filters), and one of the holds' states alone (a column list).
     const filtered = `${schema}_finished`;
