@@ -25,8 +25,31 @@ import { PUBSUB } from "./_signing.ts";
 
 const job = { intentId: "pi_0001", kind: "settle" };
 
-Deno.test("POST /v1/pubsub keeps an unwrapped push (the job itself, no envelope) as a dead letter naming its intent, saying to turn payload unwrapping off, and acks it (204); so does its dead-letter route one whose job cannot be read", async () => {
+/**
+ * An unwrapped push of `body` (the job itself, as JSON): a POST with the
+ * fake Google's token for `audience` (none: the token's default) and
+ * `headers` besides.
+ */
+async function unwrapped(
+  body: unknown,
+  audience?: string,
+  headers: Record<string, string> = {},
+): Promise<RequestInit> {
   const g = await theGoogle();
+  return {
+    method: "POST",
+    body: JSON.stringify(body),
+    headers: {
+      authorization: `Bearer ${await g.token(
+        audience === undefined ? {} : { aud: audience },
+      )}`,
+      "content-type": "application/json",
+      ...headers,
+    },
+  };
+}
+
+Deno.test("POST /v1/pubsub keeps an unwrapped push (the job itself, no envelope) as a dead letter naming its intent, saying to turn payload unwrapping off, and acks it (204); so does its dead-letter route one whose job cannot be read", async () => {
   for (
     const [route, audience, body] of [
       ["/v1/pubsub", undefined, job],
@@ -40,16 +63,7 @@ Deno.test("POST /v1/pubsub keeps an unwrapped push (the job itself, no envelope)
     const { app, store } = route === "/v1/pubsub"
       ? await makeApp({ intents })
       : await withDeadLetterRoute(intents);
-    const res = await app.request(route, {
-      method: "POST",
-      body: JSON.stringify(body),
-      headers: {
-        authorization: `Bearer ${await g.token(
-          audience === undefined ? {} : { aud: audience },
-        )}`,
-        "content-type": "application/json",
-      },
-    });
+    const res = await app.request(route, await unwrapped(body, audience));
     assert.equal(res.status, 204, route);
     const letters = (await store.listDeadLetters({ limit: 10 })).items;
     assert.equal(letters.length, 1, route);
@@ -64,7 +78,6 @@ Deno.test("POST /v1/pubsub keeps an unwrapped push (the job itself, no envelope)
 });
 
 Deno.test("POST /v1/pubsub/dead-letter resolves an unwrapped push (the job itself) as the give-up it is, its count from the attributes written as headers (write metadata), else the store's, and acks it (204)", async () => {
-  const g = await theGoogle();
   for (
     const [headers, deliveries, messageId] of [
       [
@@ -86,15 +99,10 @@ Deno.test("POST /v1/pubsub/dead-letter resolves an unwrapped push (the job itsel
     const { app, store } = await withDeadLetterRoute([
       { id: "pi_0001", state: "authorized", hold: "pending" },
     ]);
-    const res = await app.request("/v1/pubsub/dead-letter", {
-      method: "POST",
-      body: JSON.stringify(job),
-      headers: {
-        authorization: `Bearer ${await g.token({ aud: DEAD_LETTER_AUDIENCE })}`,
-        "content-type": "application/json",
-        ...headers,
-      },
-    });
+    const res = await app.request(
+      "/v1/pubsub/dead-letter",
+      await unwrapped(job, DEAD_LETTER_AUDIENCE, headers),
+    );
     assert.equal(res.status, 204);
     const letters = (await store.listDeadLetters({ limit: 10 })).items;
     assert.deepEqual(
@@ -106,15 +114,10 @@ Deno.test("POST /v1/pubsub/dead-letter resolves an unwrapped push (the job itsel
     // A repeat changes nothing. (One that names no message nor source is
     // answered busy within the first's lease, as an envelope's is.)
     if (messageId === undefined) continue;
-    const again = await app.request("/v1/pubsub/dead-letter", {
-      method: "POST",
-      body: JSON.stringify(job),
-      headers: {
-        authorization: `Bearer ${await g.token({ aud: DEAD_LETTER_AUDIENCE })}`,
-        "content-type": "application/json",
-        ...headers,
-      },
-    });
+    const again = await app.request(
+      "/v1/pubsub/dead-letter",
+      await unwrapped(job, DEAD_LETTER_AUDIENCE, headers),
+    );
     assert.equal(again.status, 204);
     assert.deepEqual(
       (await store.listDeadLetters({ limit: 10 })).items,
@@ -138,14 +141,10 @@ Deno.test("POST /v1/pubsub/dead-letter settles a payment whose tx confirmed when
       },
     },
   });
-  const res = await app.request("/v1/pubsub/dead-letter", {
-    method: "POST",
-    body: JSON.stringify(job),
-    headers: {
-      authorization: `Bearer ${await g.token({ aud: DEAD_LETTER_AUDIENCE })}`,
-      "content-type": "application/json",
-    },
-  });
+  const res = await app.request(
+    "/v1/pubsub/dead-letter",
+    await unwrapped(job, DEAD_LETTER_AUDIENCE),
+  );
   assert.equal(res.status, 204);
   const intent = await store.getIntent("pi_0001");
   assert.deepEqual([intent?.state, intent?.hold], ["settled", "captured"]);
