@@ -114,6 +114,25 @@ export async function postgresUrl(): Promise<string> {
   return found.server.url;
 }
 
+/**
+ * Rolls back every prepared transaction on `admin`'s server (left by a test
+ * that prepared one, whether it passed or threw); a failure is ignored, as
+ * the server may be going.
+ */
+export async function rollbackPrepared(admin: postgres.Sql): Promise<void> {
+  await admin.unsafe(
+    `SELECT gid FROM pg_catalog.pg_prepared_xacts`,
+  ).then((rows) =>
+    Promise.all(
+      rows.map((r) =>
+        admin.unsafe(
+          `ROLLBACK PREPARED '${String(r.gid).replaceAll("'", "''")}'`,
+        )
+      ),
+    )
+  ).catch(() => {});
+}
+
 let schemas = 0;
 
 /** A fresh schema name, unique within the run. */

@@ -22,7 +22,11 @@ import postgres from "postgres";
 import { BusyError } from "../../mod.ts";
 import { PostgresStore } from "../../store/postgres.ts";
 import { startPostgres } from "../../support/postgres_server.ts";
-import { postgresAvailable, serverUpFirst } from "../_postgres.ts";
+import {
+  postgresAvailable,
+  rollbackPrepared,
+  serverUpFirst,
+} from "../_postgres.ts";
 import { timeout } from "../_timeout.ts";
 
 serverUpFirst();
@@ -128,17 +132,7 @@ Deno.test({
     } finally {
       short.close();
       store.close();
-      await admin.unsafe(
-        `SELECT gid FROM pg_catalog.pg_prepared_xacts`,
-      ).then((rows) =>
-        Promise.all(
-          rows.map((r) =>
-            admin.unsafe(
-              `ROLLBACK PREPARED '${String(r.gid).replaceAll("'", "''")}'`,
-            )
-          ),
-        )
-      ).catch(() => {});
+      await rollbackPrepared(admin);
       await timed.end({ timeout: 0 }).catch(() => {});
       await plain.end({ timeout: 0 }).catch(() => {});
       await admin.end({ timeout: 0 }).catch(() => {});

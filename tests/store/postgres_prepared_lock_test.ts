@@ -15,7 +15,11 @@ import postgres from "postgres";
 import { BusyError } from "../../mod.ts";
 import { PostgresStore } from "../../store/postgres.ts";
 import { startPostgres } from "../../support/postgres_server.ts";
-import { postgresAvailable, serverUpFirst } from "../_postgres.ts";
+import {
+  postgresAvailable,
+  rollbackPrepared,
+  serverUpFirst,
+} from "../_postgres.ts";
 import { timeout } from "../_timeout.ts";
 
 serverUpFirst();
@@ -64,17 +68,7 @@ async function heldByPrepared(
   } finally {
     store.close();
     await sql.end({ timeout: 0 }).catch(() => {});
-    await admin.unsafe(
-      `SELECT gid FROM pg_catalog.pg_prepared_xacts`,
-    ).then((rows) =>
-      Promise.all(
-        rows.map((r) =>
-          admin.unsafe(
-            `ROLLBACK PREPARED '${String(r.gid).replaceAll("'", "''")}'`,
-          )
-        ),
-      )
-    ).catch(() => {});
+    await rollbackPrepared(admin);
     await admin.end({ timeout: 0 }).catch(() => {});
     await server.stop();
   }
